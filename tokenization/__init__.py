@@ -1,0 +1,1 @@
+"""Vocabulary stage (SentencePiece) and token shards."""

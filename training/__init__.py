@@ -1,0 +1,1 @@
+"""Training stages (T5 span corruption, GPT, AdaVAE)."""
