@@ -1,7 +1,14 @@
-"""The `c4prep` command line root."""
+"""The `c4prep` command line root: one group, each stage contributes its commands."""
 import click
+
+from c4prep import __version__
+from c4prep.pipelines.cli import run
 
 
 @click.group()
+@click.version_option(__version__, prog_name="c4prep")
 def main() -> None:
-    """c4prep: build a C4-style corpus from raw web crawl."""
+    """c4prep: turn raw web crawl into a C4-style pretraining corpus."""
+
+
+main.add_command(run)

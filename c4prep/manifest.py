@@ -1,0 +1,258 @@
+"""``manifest.json``: what an output folder of Arrow shards holds, and the commit that publishes it.
+
+A run writes its shards into a staging folder inside the output (see :func:`new_staging_uri`);
+:func:`commit_output` then swaps them in and writes the manifest last. An output folder is
+complete exactly when it has a manifest: a crashed commit leaves no manifest, and re-running
+the stage (after :func:`remove_stale_staging`) rebuilds the folder.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from c4prep import __version__
+from c4prep.shards import (ShardInfo, atomic_output, is_temp_name, join_uri, parse_shard_name,
+                           resolve_uri)
+
+FORMAT = "c4prep-arrow-shards"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+STAGING_PREFIX = ".staging-"
+
+
+class ManifestError(Exception):
+    """A manifest is missing, malformed, or does not match the files it describes."""
+
+
+@dataclass(frozen=True)
+class SplitInfo:
+    """Totals of one split."""
+
+    num_rows: int
+    num_bytes: int
+    num_shards: int
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One shard file of the output, as listed in the manifest."""
+
+    name: str
+    split: str
+    index: int
+    count: int
+    num_rows: int
+    num_bytes: int
+    sha256: str
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _schema_fields(schema: pa.Schema) -> list[dict[str, Any]]:
+    return [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema]
+
+
+@dataclass
+class Manifest:
+    """Contents of ``manifest.json``; ``schema_ipc`` is the base64 Arrow IPC schema."""
+
+    schema_ipc: str
+    splits: dict[str, SplitInfo]
+    shards: list[ShardEntry]
+    config: dict[str, Any]
+    counters: dict[str, dict[str, int]]
+    extra: dict[str, Any] = field(default_factory=dict)
+    created: str = field(default_factory=_utc_now)
+    package_version: str = __version__
+    format: str = FORMAT
+    format_version: int = FORMAT_VERSION
+
+    def schema(self) -> pa.Schema:
+        """The exact Arrow schema of the shards (metadata included)."""
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.schema_ipc, validate=True)))
+
+    def to_json(self) -> str:
+        """Serialise to JSON text (UTF-8, indented)."""
+        doc = {
+            "format": self.format,
+            "format_version": self.format_version,
+            "package_version": self.package_version,
+            "created": self.created,
+            "schema": {"fields": _schema_fields(self.schema()), "ipc_base64": self.schema_ipc},
+            "splits": {name: asdict(info) for name, info in self.splits.items()},
+            "shards": [asdict(shard) for shard in self.shards],
+            "config": self.config,
+            "counters": self.counters,
+            "extra": self.extra,
+        }
+        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        """Parse JSON text; raises :class:`ManifestError` describing what is wrong."""
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ManifestError(f"not valid JSON ({e})") from e
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+            raise ManifestError(f"not a {FORMAT} manifest (format: {found!r})")
+        version = doc.get("format_version")
+        if not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+            raise ManifestError(f"unsupported format_version {version!r}: c4prep {__version__} "
+                                f"reads versions 1..{FORMAT_VERSION}; upgrade c4prep")
+        try:
+            manifest = cls(
+                schema_ipc=doc["schema"]["ipc_base64"],
+                splits={name: SplitInfo(**info) for name, info in doc["splits"].items()},
+                shards=[ShardEntry(**shard) for shard in doc["shards"]],
+                config=doc["config"],
+                counters=doc["counters"],
+                extra=doc["extra"],
+                created=doc["created"],
+                package_version=doc["package_version"],
+                format_version=version,
+            )
+            fields = _schema_fields(manifest.schema())
+        except KeyError as e:
+            raise ManifestError(f"missing field {e}") from e
+        except (TypeError, ValueError, AttributeError) as e:  # ArrowInvalid is a ValueError
+            raise ManifestError(f"malformed content ({type(e).__name__}: {e})") from e
+        if fields != doc["schema"].get("fields"):
+            raise ManifestError("schema 'fields' do not match the serialised schema 'ipc_base64'")
+        return manifest
+
+
+def build_manifest(schema: pa.Schema, shard_infos: Iterable[ShardInfo], config: Mapping[str, Any],
+                   counters: Mapping[str, Mapping[str, int]],
+                   extra: Mapping[str, Any] | None = None) -> Manifest:
+    """Describe written shards; each split must consist of exactly shards 0..count-1 of count."""
+    shards: list[ShardEntry] = []
+    for info in shard_infos:
+        parsed = parse_shard_name(info.name)
+        if parsed is None:
+            raise ValueError(f"{info.name!r} is not a shard name like 'train-00000-of-00008.arrow'")
+        shards.append(ShardEntry(info.name, *parsed, info.num_rows, info.num_bytes, info.sha256))
+    shards.sort(key=lambda s: (s.split, s.index))
+    splits: dict[str, SplitInfo] = {}
+    for split in dict.fromkeys(s.split for s in shards):
+        entries = [s for s in shards if s.split == split]
+        counts = {s.count for s in entries}
+        if len(counts) != 1 or [s.index for s in entries] != list(range(entries[0].count)):
+            names = ", ".join(s.name for s in entries)
+            raise ValueError(f"split {split!r} needs shards 0..count-1 of one count, got: {names}")
+        splits[split] = SplitInfo(sum(s.num_rows for s in entries),
+                                  sum(s.num_bytes for s in entries), len(entries))
+    return Manifest(
+        schema_ipc=base64.b64encode(schema.serialize().to_pybytes()).decode("ascii"),
+        splits=splits,
+        shards=shards,
+        config=dict(config),
+        counters={ns: {name: int(value) for name, value in values.items()}
+                  for ns, values in counters.items()},
+        extra=dict(extra or {}),
+    )
+
+
+def manifest_fingerprint(manifest: Manifest) -> str:
+    """SHA-256 over the sorted (shard name, shard sha256) pairs: identifies the data itself."""
+    digest = hashlib.sha256()
+    for name, sha in sorted((s.name, s.sha256) for s in manifest.shards):
+        digest.update(f"{name}\t{sha}\n".encode())
+    return digest.hexdigest()
+
+
+def write_manifest(output_uri: str, manifest: Manifest) -> None:
+    """Atomically write ``<output_uri>/manifest.json``."""
+    with atomic_output(join_uri(output_uri, MANIFEST_NAME)) as stream:
+        stream.write(manifest.to_json().encode("utf-8"))
+
+
+def read_manifest(output_uri: str) -> Manifest:
+    """Read ``<output_uri>/manifest.json``; :class:`ManifestError` if missing or malformed."""
+    uri = join_uri(output_uri, MANIFEST_NAME)
+    fs, path = resolve_uri(uri)
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        raise ManifestError(f"no {MANIFEST_NAME} in {output_uri}: the output does not exist or the "
+                            "run that writes it did not finish; run the stage that produces it")
+    with fs.open_input_stream(path) as stream:
+        data = stream.read()
+    try:
+        return Manifest.from_json(data.decode("utf-8"))
+    except (ManifestError, UnicodeDecodeError) as e:
+        raise ManifestError(f"{uri}: {e}; delete the folder and re-run the stage that "
+                            "produces it") from e
+
+
+def new_staging_uri(output_uri: str) -> str:
+    """A fresh staging folder inside the output for one run's shards."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return join_uri(output_uri, f"{STAGING_PREFIX}{stamp}-{uuid.uuid4().hex[:8]}")
+
+
+def commit_output(output_uri: str, staging_uri: str, manifest: Manifest) -> None:
+    """Publish the staged shards of ``manifest`` into ``output_uri``.
+
+    If a listed shard is missing from staging (or has another size), raises
+    :class:`ManifestError` before touching the output. Otherwise: deletes the old manifest,
+    deletes old shard files not in the new manifest, moves the staged shards in, writes the
+    new manifest last and deletes the staging folder. A crash in between leaves an output
+    without manifest (reported as incomplete by :func:`read_manifest`) until a re-run.
+    """
+    fs, out_path = resolve_uri(output_uri)
+    stage_fs, stage_path = resolve_uri(staging_uri)
+    if not fs.equals(stage_fs):
+        raise ValueError(f"staging {staging_uri} and output {output_uri} must share a filesystem")
+    bad = []
+    for shard, info in zip(manifest.shards,
+                           fs.get_file_info([f"{stage_path}/{s.name}" for s in manifest.shards])):
+        if info.type != pafs.FileType.File:
+            bad.append(f"{shard.name} (missing)")
+        elif info.size != shard.num_bytes:
+            bad.append(f"{shard.name} ({info.size} bytes, expected {shard.num_bytes})")
+    if bad:
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise ManifestError(f"staging {staging_uri} lacks shards of the manifest: {shown}; "
+                            f"{output_uri} was left unchanged; re-run the stage")
+    fs.create_dir(out_path, recursive=True)
+    manifest_path = f"{out_path}/{MANIFEST_NAME}"
+    if fs.get_file_info(manifest_path).type == pafs.FileType.File:
+        fs.delete_file(manifest_path)
+    new_names = {s.name for s in manifest.shards}
+    for old in fs.get_file_info(pafs.FileSelector(out_path)):
+        if (old.type == pafs.FileType.File and parse_shard_name(old.base_name) is not None
+                and old.base_name not in new_names):
+            fs.delete_file(old.path)
+    for shard in manifest.shards:
+        fs.move(f"{stage_path}/{shard.name}", f"{out_path}/{shard.name}")
+    write_manifest(output_uri, manifest)
+    fs.delete_dir(stage_path)
+
+
+def remove_stale_staging(output_uri: str) -> list[str]:
+    """Delete ``.staging-*`` folders and temporary files left in the output by crashed runs.
+
+    Call before a run creates its own staging folder; returns the removed URIs.
+    """
+    fs, out_path = resolve_uri(output_uri)
+    removed = []
+    for info in fs.get_file_info(pafs.FileSelector(out_path, allow_not_found=True)):
+        if info.type == pafs.FileType.Directory and info.base_name.startswith(STAGING_PREFIX):
+            fs.delete_dir(info.path)
+        elif info.type == pafs.FileType.File and is_temp_name(info.base_name):
+            fs.delete_file(info.path)
+        else:
+            continue
+        removed.append(join_uri(output_uri, info.base_name))
+    return removed

@@ -1,0 +1,247 @@
+"""Apache Beam glue for the C4 pipeline: each transform wires one pure function from `c4_rules`.
+
+Nothing here decides anything about a page; rules return outcomes and counters, and these transforms turn the
+counters into Beam metrics (namespace and name as in TFDS) so that the driver can build the funnel.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict
+from typing import Callable, Iterable, Iterator
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.metrics import Metrics
+
+from c4prep.schemas import DOCUMENT_SCHEMA
+from c4prep.shards import ShardInfo, atomic_output, batched, join_uri, num_shards_for, shard_name, write_shard
+
+from . import c4_rules
+from .funnel import READ_NAMESPACE, WRITE_NAMESPACE
+from .readers import ReadProblem, read_records
+from .records import Page, RawRecord
+
+LOGGER = logging.getLogger(__name__)
+SPLITS = ("train", "validation")
+INFO_SUFFIX = ".info.json"
+
+
+class _CounterCache:
+    """Beam counters of one namespace, created once per worker."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self._counters: dict = {}
+
+    def inc(self, name: str, value: int = 1) -> None:
+        counter = self._counters.get(name)
+        if counter is None:
+            counter = self._counters[name] = Metrics.counter(self.namespace, name)
+        counter.inc(value)
+
+
+class ReadInputFiles(beam.PTransform):
+    """File patterns (or a file listing paths) -> `RawRecord`s; unreadable input is counted and skipped.
+
+    Patterns are expanded on the workers (`MatchAll`) and the paths reshuffled, so a listing of tens of thousands
+    of WET files never becomes a huge `Create` in the job graph.
+    """
+
+    def __init__(self, patterns: list[str], path_list: str | None = None, path_prefix: str = "") -> None:
+        super().__init__()
+        self.patterns = patterns
+        self.path_list = path_list
+        self.path_prefix = path_prefix
+
+    def expand(self, pbegin):
+        if self.path_list:
+            prefix = self.path_prefix
+            patterns = (
+                pbegin
+                | "ReadPathList" >> beam.io.ReadFromText(self.path_list, compression_type=CompressionTypes.AUTO)
+                | "PrefixPaths" >> beam.Map(lambda line: prefix + line.strip())
+                | "SkipBlankPaths" >> beam.Filter(lambda path: path != prefix)
+            )
+        else:
+            patterns = pbegin | "Patterns" >> beam.Create(self.patterns)
+        return (
+            patterns
+            | "Match" >> fileio.MatchAll(fileio.EmptyMatchTreatment.ALLOW)
+            | "Paths" >> beam.Map(lambda metadata: metadata.path)
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "ReadRecords" >> beam.ParDo(_ReadFile())
+        )
+
+
+class _ReadFile(beam.DoFn):
+    def setup(self) -> None:
+        self.counters = _CounterCache(READ_NAMESPACE)
+
+    def process(self, path: str) -> Iterator[RawRecord]:
+        self.counters.inc("files")
+        for item in read_records(path):
+            if isinstance(item, ReadProblem):
+                self.counters.inc(f"problem:{item.kind}")
+                LOGGER.warning("skipped bad input: %s", item.message)
+            else:
+                self.counters.inc("records")
+                yield item
+
+
+class ApplyRule(beam.DoFn):
+    """Run one rule on each element: pass on what it keeps, bump the counters it names."""
+
+    def __init__(self, rule: Callable[..., c4_rules.Outcome], namespace: str) -> None:
+        self.rule = rule
+        self.namespace = namespace
+
+    def setup(self) -> None:
+        self.counters = _CounterCache(self.namespace)
+
+    def process(self, element) -> Iterator[Page]:
+        outcome = self.rule(element)
+        for name, value in outcome.counters.items():
+            self.counters.inc(name, value)
+        if outcome.page is not None:
+            yield outcome.page
+
+
+def apply_rule(rule: Callable[..., c4_rules.Outcome]) -> beam.ParDo:
+    """A ParDo running `rule` under its TFDS counter namespace."""
+    return beam.ParDo(ApplyRule(rule, c4_rules.NAMESPACES[rule.__name__]))
+
+
+class _NewestPage(beam.CombineFn):
+    """Keeps the newest page of a normalised URL and how many pages shared it (associative, order-free)."""
+
+    def create_accumulator(self):
+        return (None, 0)
+
+    def add_input(self, accumulator, page: Page):
+        return self.merge_accumulators([accumulator, (page, 1)])
+
+    def merge_accumulators(self, accumulators):
+        pages = [page for page, _ in accumulators if page is not None]
+        best = c4_rules.select_newest_page(pages) if pages else None
+        return (best, sum(count for _, count in accumulators))
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+class _CountUrlDuplicates(beam.DoFn):
+    def setup(self) -> None:
+        self.counters = _CounterCache("duplicate-url-filter")
+
+    def process(self, keyed_best) -> Iterator[Page]:
+        _, (page, count) = keyed_best
+        self.counters.inc("passed")
+        if count > 1:
+            self.counters.inc("filtered", count - 1)
+        yield page
+
+
+class DedupUrls(beam.PTransform):
+    """One page per normalised URL: the newest, with a deterministic tie-break (see `page_recency_key`)."""
+
+    def expand(self, pages):
+        return (
+            pages
+            | "KeyByUrl" >> beam.Map(lambda page: (page.normalized_url, page))
+            | "NewestPerUrl" >> beam.CombinePerKey(_NewestPage())
+            | "CountDuplicates" >> beam.ParDo(_CountUrlDuplicates())
+        )
+
+
+def document_row(page: Page) -> dict:
+    """The output record of a page, in `DOCUMENT_SCHEMA` order."""
+    return {
+        "url": page.url,
+        "text": page.text,
+        "timestamp": page.timestamp,
+        "content_type": page.content_type,
+        "content_length": page.content_length,
+    }
+
+
+def row_order_key(row: dict) -> tuple:
+    """Total order of rows inside a shard, independent of how the runner delivered them."""
+    return (hashlib.sha256(row["url"].encode("utf-8")).hexdigest(), row["url"], row["timestamp"], row["text"])
+
+
+def shard_index(url: str, num_shards: int) -> int:
+    """Shard of a document: a hash of its URL unrelated to the md5 that picks the split."""
+    return int(hashlib.sha256(url.encode("utf-8")).hexdigest(), 16) % num_shards
+
+
+def _row_bytes(row: dict) -> int:
+    return sum(len(row[name].encode("utf-8")) for name in ("url", "text", "timestamp", "content_type")) + 8
+
+
+class WriteDocumentShards(beam.PTransform):
+    """Pages -> `<split>-NNNNN-of-MMMMM.arrow` shards plus a `<shard>.info.json` each, in `staging_dir`.
+
+    `num_shards` is a fixed count per split, or None for the TFDS rule on each split's size. Rows are assigned
+    to shards by URL hash and sorted inside a shard, so the bytes never depend on the runner or worker count.
+    Empty shards are not produced here; the driver fills them in (`complete_empty_shards`).
+    """
+
+    def __init__(self, staging_dir: str, num_shards: int | None) -> None:
+        super().__init__()
+        self.staging_dir = staging_dir
+        self.num_shards = num_shards
+
+    def expand(self, pages):
+        rows = pages | "ToRow" >> beam.Map(lambda page: (c4_rules.split_for_url(page.normalized_url), document_row(page)))
+        if self.num_shards is None:
+            shard_counts = (
+                rows
+                | "RowSize" >> beam.Map(lambda split_row: (split_row[0], (_row_bytes(split_row[1]), 1)))
+                | "SplitSize" >> beam.CombinePerKey(_sum_pairs)
+                | "ShardCount" >> beam.MapTuple(lambda split, size: (split, num_shards_for(*size)))
+            )
+        else:
+            shard_counts = rows.pipeline | "ShardCount" >> beam.Create([(s, self.num_shards) for s in SPLITS])
+        keyed = rows | "AssignShard" >> beam.Map(_assign_shard, counts=beam.pvalue.AsDict(shard_counts))
+        return keyed | "GroupShards" >> beam.GroupByKey() | "WriteShard" >> beam.ParDo(_WriteShard(self.staging_dir))
+
+
+def _assign_shard(split_row: tuple[str, dict], counts: dict[str, int]) -> tuple[tuple[str, int, int], dict]:
+    split, row = split_row
+    count = counts[split]
+    return (split, shard_index(row["url"], count), count), row
+
+
+def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:
+    total_bytes = total_rows = 0
+    for size, rows in pairs:
+        total_bytes += size
+        total_rows += rows
+    return total_bytes, total_rows
+
+
+class _WriteShard(beam.DoFn):
+    def __init__(self, staging_dir: str) -> None:
+        self.staging_dir = staging_dir
+
+    def setup(self) -> None:
+        self.counters = _CounterCache(WRITE_NAMESPACE)
+
+    def process(self, shard_rows) -> Iterator[dict]:
+        (split, index, count), rows = shard_rows
+        rows = sorted(rows, key=row_order_key)
+        uri = join_uri(self.staging_dir, shard_name(split, index, count))
+        info = write_shard(uri, DOCUMENT_SCHEMA, batched(rows, DOCUMENT_SCHEMA))
+        write_info_file(self.staging_dir, info)
+        self.counters.inc(f"examples:{split}", len(rows))
+        self.counters.inc("lines", sum(row["text"].count("\n") + 1 for row in rows))
+        yield {"name": info.name, "num_rows": info.num_rows}
+
+
+def write_info_file(directory: str, info: ShardInfo) -> None:
+    """Record a written shard's stats next to it so the driver can build the manifest without reading shards."""
+    with atomic_output(join_uri(directory, info.name + INFO_SUFFIX)) as stream:
+        stream.write(json.dumps(asdict(info), sort_keys=True).encode("utf-8"))

@@ -1,0 +1,63 @@
+"""`c4prep run`: the C4 corpus job."""
+from __future__ import annotations
+
+import logging
+import time
+
+import click
+
+DEFAULT_OUTPUT = "c4prep_data/c4/en"
+
+
+def _parse_num_shards(value: str) -> int | None:
+    if value == "auto":
+        return None
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise click.BadParameter(f"{value!r} is neither 'auto' nor a positive integer", param_hint="--num-shards")
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option("--input", "inputs", multiple=True, metavar="PATTERN",
+              help="Input file or glob (.warc.wet[.gz], .jsonl[.gz], .json.gz, .txt[.gz]); repeatable. "
+                   "Default: the bundled Common Crawl sample.")
+@click.option("--input-list", metavar="FILE", help="A file (optionally .gz) listing one input path per line, "
+              "like Common Crawl's wet.paths.gz.")
+@click.option("--input-prefix", default="", metavar="PREFIX",
+              help="Prepended to every path of --input-list (e.g. s3://commoncrawl/).")
+@click.option("--output", default=DEFAULT_OUTPUT, show_default=True, help="Output folder (local, gs://, s3://).")
+@click.option("--runner", default="DirectRunner", show_default=True,
+              help="Beam runner: DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...")
+@click.option("--num-shards", default="auto", show_default=True,
+              help="Shards per split, or 'auto' for the TFDS rule (64 MiB to 1 GiB per shard).")
+@click.pass_context
+def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, num_shards) -> None:
+    """Build the C4 `en` corpus: WET in, cleaned sharded Arrow out.
+
+    Any other option (e.g. --project, --region, --temp_location, --direct_num_workers) is passed to Beam.
+    """
+    from c4prep.manifest import ManifestError
+
+    from .funnel import format_funnel
+    from .run_c4 import InputError, RunConfig, bundled_sample, run_c4
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not inputs and not input_list:
+        inputs = (bundled_sample(),)
+        click.echo(f"No --input given: using the bundled sample {inputs[0]}")
+    config = RunConfig(output=output, inputs=list(inputs), path_list=input_list, path_prefix=input_prefix,
+                       num_shards=_parse_num_shards(num_shards), runner=runner)
+    click.echo(f"Running the C4 en pipeline on {runner} -> {output}")
+    started = time.monotonic()
+    try:
+        result = run_c4(config, ctx.args)
+    except (InputError, ManifestError) as error:
+        raise click.ClickException(str(error)) from None
+    elapsed = time.monotonic() - started
+    click.echo("\n" + format_funnel(result.funnel))
+    manifest = result.manifest
+    click.echo(f"\nWrote {len(manifest.shards)} shards to {output}:")
+    for split, stats in manifest.splits.items():
+        click.echo(f"  {split}: {stats.num_rows:,} documents, {stats.num_bytes:,} bytes, {stats.num_shards} shards")
+    click.echo(f"Manifest: {output.rstrip('/')}/manifest.json")
+    click.echo(f"Done in {elapsed:.1f} s ({result.funnel.pages_in / max(elapsed, 1e-9):,.0f} raw pages/s).")

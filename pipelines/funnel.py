@@ -1,0 +1,112 @@
+"""The funnel report: pages and lines in, dropped per rule, out, built from the pipeline's counters."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+Counters = dict[str, dict[str, int]]  # namespace -> counter name -> value
+
+READ_NAMESPACE = "read-input"
+WRITE_NAMESPACE = "write-shards"
+
+# Page stages in pipeline order: (counter namespace, what the stage checks). Stages a run did not include have
+# no counters and are left out of the report.
+PAGE_STAGES = (
+    ("split-wet-file", "record validation (url, content, timestamp)"),
+    ("too-long-filter", "page length <= 190,000 chars"),
+    ("duplicate-url-filter", "URL dedup (newest timestamp wins)"),
+    ("clean-page", "C4 line and page heuristics"),
+    ("english-filter", "langdetect English >= 0.99"),
+    ("badwords-filter", "bad-words list"),
+)
+
+
+def is_page_drop(name: str) -> bool:
+    """Counters that count dropped pages (not lines, not per-language detail)."""
+    return (name == "filtered" or name.startswith("filtered:")) and not name.startswith("filtered:ignored_language-")
+
+
+@dataclass
+class FunnelStage:
+    namespace: str
+    description: str
+    pages_in: int
+    pages_out: int
+    dropped: dict[str, int]
+
+
+@dataclass
+class Funnel:
+    """Where every page and line went. `reconciled` is True when pages in = pages out + pages dropped."""
+
+    input_files: int
+    input_problems: dict[str, int]
+    pages_in: int
+    pages_out: int
+    pages_out_by_split: dict[str, int]
+    stages: list[FunnelStage]
+    lines: dict[str, int] = field(default_factory=dict)
+    reconciled: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def build_funnel(counters: Counters) -> Funnel:
+    """Assemble the funnel from counters and check that every page is accounted for."""
+    stages = []
+    for namespace, description in PAGE_STAGES:
+        values = counters.get(namespace)
+        if not values:
+            continue
+        dropped = {name: n for name, n in sorted(values.items()) if is_page_drop(name)}
+        passed = values.get("passed", 0)
+        stages.append(FunnelStage(namespace, description, passed + sum(dropped.values()), passed, dropped))
+    written = counters.get(WRITE_NAMESPACE, {})
+    by_split = {name.split(":", 1)[1]: n for name, n in sorted(written.items()) if name.startswith("examples:")}
+    read = counters.get(READ_NAMESPACE, {})
+    funnel = Funnel(
+        input_files=read.get("files", 0),
+        input_problems={name.split(":", 1)[1]: n for name, n in sorted(read.items()) if name.startswith("problem:")},
+        pages_in=stages[0].pages_in if stages else 0,
+        pages_out=sum(by_split.values()),
+        pages_out_by_split=by_split,
+        stages=stages,
+        lines=_line_funnel(counters.get("clean-page", {}), written),
+    )
+    chained = all(before.pages_out == after.pages_in for before, after in zip(stages, stages[1:]))
+    dropped_total = sum(sum(stage.dropped.values()) for stage in stages)
+    funnel.reconciled = chained and funnel.pages_in == funnel.pages_out + dropped_total
+    return funnel
+
+
+def _line_funnel(clean_counters: dict[str, int], written: dict[str, int]) -> dict[str, int]:
+    if "line-in" not in clean_counters:
+        return {}
+    lines = {"in (at cleaning)": clean_counters["line-in"]}
+    for name, n in sorted(clean_counters.items()):
+        if name.startswith("line-filtered:"):
+            lines[f"dropped: {name.split(':', 1)[1]}"] = n
+    kept_by_cleaning = clean_counters.get("line-passed", 0)
+    lines_out = written.get("lines", 0)
+    lines["dropped: with pages removed after cleaning"] = kept_by_cleaning - lines_out
+    lines["out"] = lines_out
+    return lines
+
+
+def format_funnel(funnel: Funnel) -> str:
+    """The funnel as a plain-text table for the terminal."""
+    rows = [("input files", funnel.input_files)]
+    rows += [(f"  input problem: {kind} (skipped)", n) for kind, n in funnel.input_problems.items()]
+    rows.append(("pages in", funnel.pages_in))
+    for stage in funnel.stages:
+        rows.append((f"  {stage.namespace}: {stage.description}", -sum(stage.dropped.values())))
+        rows += [(f"      {name}", -n) for name, n in stage.dropped.items()]
+    rows.append(("pages out", funnel.pages_out))
+    rows += [(f"  {split}", n) for split, n in funnel.pages_out_by_split.items()]
+    if funnel.lines:
+        rows.append(("lines", None))
+        rows += [(f"  {name}", n) for name, n in funnel.lines.items()]
+    width = max(len(label) for label, _ in rows)
+    text = "\n".join(f"{label:<{width}}  {'' if n is None else f'{n:>10,}'}" for label, n in rows)
+    status = "reconciled" if funnel.reconciled else "NOT RECONCILED: counters do not add up"
+    return f"{text}\npages in = pages out + dropped: {status}"

@@ -1,0 +1,155 @@
+"""Driver of the C4 pipeline: check the inputs, build and run the Beam job, commit shards and manifest."""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
+
+from c4prep import __version__
+from c4prep.manifest import Manifest, build_manifest, commit_output, new_staging_uri, remove_stale_staging
+from c4prep.schemas import DOCUMENT_SCHEMA
+from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, write_shard
+
+from . import c4_rules
+from .beam_c4 import INFO_SUFFIX, SPLITS, DedupUrls, ReadInputFiles, WriteDocumentShards, apply_rule
+from .funnel import Counters, Funnel, build_funnel
+
+LOGGER = logging.getLogger(__name__)
+REMOTE_RUNNERS = ("DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
+
+
+class InputError(ValueError):
+    """The user's input selection cannot be read (message says what and how to fix it)."""
+
+
+@dataclass
+class RunConfig:
+    """Everything that decides what a run produces (recorded in the manifest)."""
+
+    output: str
+    inputs: list[str] = field(default_factory=list)
+    path_list: str | None = None
+    path_prefix: str = ""
+    num_shards: int | None = None  # None: TFDS rule on each split's size
+    runner: str = "DirectRunner"
+    variant: str = "en"
+
+
+@dataclass
+class RunResult:
+    manifest: Manifest
+    funnel: Funnel
+
+
+def bundled_sample() -> str:
+    """Path of the real WET sample shipped with the package (used when no input is given)."""
+    sample = resources.files("c4prep.pipelines").joinpath("data/sample/CC-MAIN-2019-30-sample-a.warc.wet.gz")
+    return str(sample)
+
+
+def check_inputs(config: RunConfig) -> None:
+    """Fail fast, with one clear line, when an input pattern or the path list matches nothing."""
+    selections = [config.path_list] if config.path_list else config.inputs
+    if not selections:
+        raise InputError("no input given: pass --input PATTERN (repeatable) or --input-list FILE")
+    for pattern in selections:
+        if not FileSystems.match([pattern])[0].metadata_list:
+            raise InputError(f"input not found: {pattern!r} matches no file; check the path or glob")
+
+
+def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str):
+    """Apply the C4 `en` stages in the reference order; returns the written shard descriptions."""
+    pages = (
+        pipeline
+        | "ReadInput" >> ReadInputFiles(config.inputs, config.path_list, config.path_prefix)
+        | "ParseRecord" >> apply_rule(c4_rules.parse_record)
+        | "CheckLength" >> apply_rule(c4_rules.check_length)
+        | "DedupUrls" >> DedupUrls()
+        | "CleanPage" >> apply_rule(c4_rules.clean_page)
+        | "CheckEnglish" >> apply_rule(c4_rules.check_english)
+        | "CheckBadwords" >> apply_rule(c4_rules.check_badwords)
+    )
+    return pages | "WriteShards" >> WriteDocumentShards(staging_dir, config.num_shards)
+
+
+def pipeline_options(config: RunConfig, beam_args: list[str]) -> PipelineOptions:
+    """Beam options: the runner plus every pass-through flag; remote runners get the package shipped."""
+    options = PipelineOptions(["--runner", config.runner, *beam_args])
+    setup = options.view_as(SetupOptions)
+    remote = config.runner in REMOTE_RUNNERS
+    if remote and not setup.setup_file and not options.get_all_options().get("sdk_container_image"):
+        setup_file = Path(__file__).resolve().parents[1] / "setup.py"
+        if not setup_file.is_file():
+            raise InputError(
+                f"{config.runner} workers need the c4prep package: pass --setup_file PATH/TO/setup.py "
+                "(from a c4prep checkout) or --sdk_container_image (see docker/)"
+            )
+        setup.setup_file = str(setup_file)
+    options.view_as(StandardOptions).runner = config.runner
+    return options
+
+
+def collect_counters(result) -> Counters:
+    """Beam counters summed over steps: namespace -> name -> value."""
+    counters: Counters = {}
+    for metric in result.metrics().query()["counters"]:
+        value = metric.committed if metric.committed is not None else metric.attempted
+        names = counters.setdefault(metric.key.metric.namespace, {})
+        names[metric.key.metric.name] = names.get(metric.key.metric.name, 0) + int(value or 0)
+    return {namespace: dict(sorted(names.items())) for namespace, names in sorted(counters.items())}
+
+
+def read_shard_infos(staging_dir: str) -> list[ShardInfo]:
+    """Stats of the shards the workers wrote, from their `.info.json` files."""
+    infos = []
+    for metadata in FileSystems.match([join_uri(staging_dir, "*" + INFO_SUFFIX)])[0].metadata_list:
+        with FileSystems.open(metadata.path) as handle:
+            infos.append(ShardInfo(**json.loads(handle.read())))
+    return infos
+
+
+def complete_empty_shards(staging_dir: str, infos: list[ShardInfo], num_shards: int | None) -> list[ShardInfo]:
+    """Write the empty shards no document hashed to, so every split has its full `-of-N` set."""
+    counts = {split: num_shards or 1 for split in SPLITS}
+    written = set()
+    for info in infos:
+        split, index, count = parse_shard_name(info.name)
+        counts[split] = count
+        written.add(info.name)
+    infos = list(infos)
+    for split, count in counts.items():
+        for index in range(count):
+            name = shard_name(split, index, count)
+            if name not in written:
+                infos.append(write_shard(join_uri(staging_dir, name), DOCUMENT_SCHEMA, []))
+    return sorted(infos, key=lambda info: info.name)
+
+
+def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
+    """Run the pipeline to completion and atomically replace `config.output` with its shards and manifest."""
+    check_inputs(config)
+    options = pipeline_options(config, list(beam_args or []))
+    remove_stale_staging(config.output)
+    staging_dir = new_staging_uri(config.output)
+    pipeline = beam.Pipeline(options=options)
+    build_c4_pipeline(pipeline, config, staging_dir)
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = collect_counters(result)
+    funnel = build_funnel(counters)
+    infos = complete_empty_shards(staging_dir, read_shard_infos(staging_dir), config.num_shards)
+    manifest = build_manifest(
+        DOCUMENT_SCHEMA,
+        infos,
+        config={**asdict(config), "rules": "TFDS c4 3.1.0 (en)", "package_version": __version__},
+        counters=counters,
+        extra={"funnel": funnel.to_dict()},
+    )
+    commit_output(config.output, staging_dir, manifest)
+    return RunResult(manifest, funnel)

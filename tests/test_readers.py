@@ -1,0 +1,431 @@
+"""Tests of `pipelines/readers.py` on the real web-data samples and on damaged copies of them."""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import zlib
+from pathlib import Path
+
+import pytest
+from warcio.warcwriter import WARCWriter
+
+from c4prep.pipelines.readers import MAX_RECORD_BYTES, ReadProblem, detect_format, read_records
+from c4prep.pipelines.records import RawRecord, SourceFormat
+
+SAMPLE_WET = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
+SAMPLE_PAGES = 335
+BIG = 50 * 1024 * 1024
+
+
+def open_local(path: str):
+    return open(path, "rb")
+
+
+def read(path: Path | str, **kwargs) -> tuple[list[RawRecord], list[ReadProblem]]:
+    """Records and problems of one file, read with the local opener; also checks that problems come last or alone."""
+    items = list(read_records(str(path), open_binary=open_local, **kwargs))
+    records = [item for item in items if isinstance(item, RawRecord)]
+    problems = [item for item in items if isinstance(item, ReadProblem)]
+    assert len(records) + len(problems) == len(items)
+    return records, problems
+
+
+def kinds(problems: list[ReadProblem]) -> list[str]:
+    return [problem.kind for problem in problems]
+
+
+def wet_bytes(bodies: list[bytes], compress: bool) -> bytes:
+    """A WET file (warcinfo + one `conversion` record per body) written by warcio."""
+    out = io.BytesIO()
+    writer = WARCWriter(out, gzip=compress)
+    writer.write_record(writer.create_warcinfo_record("test.warc.wet.gz", {"software": "test"}))
+    for number, body in enumerate(bodies):
+        headers = {"WARC-Date": f"2019-07-17T12:{number % 60:02d}:00Z", "Content-Type": "text/plain"}
+        record = writer.create_warc_record(
+            f"https://example.com/{number}", "conversion", payload=io.BytesIO(body), length=len(body),
+            warc_headers_dict=headers,
+        )
+        writer.write_record(record)
+    return out.getvalue()
+
+
+def gzip_members(data: bytes) -> list[int]:
+    """Start offsets of the gzip members of `data`."""
+    starts, offset = [], 0
+    while offset < len(data):
+        starts.append(offset)
+        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        member.decompress(data[offset:])
+        offset = len(data) - len(member.unused_data)
+    return starts
+
+
+@pytest.fixture(scope="module")
+def sample_records(webdata: Path) -> list[RawRecord]:
+    records, problems = read(webdata / SAMPLE_WET)
+    assert problems == []
+    return records
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("gs://b/CC-MAIN-x.warc.wet.gz", SourceFormat.WET),
+        ("a.WET.GZ", SourceFormat.WET),
+        ("a.wet", SourceFormat.WET),
+        ("c4-train.00000-of-01024.json.gz", SourceFormat.JSONL),
+        ("a.jsonl", SourceFormat.JSONL),
+        ("a.JSONL.GZ", SourceFormat.JSONL),
+        ("a.json", SourceFormat.JSONL),
+        ("notes.txt", SourceFormat.TEXT),
+        ("notes.TXT.gz", SourceFormat.TEXT),
+        ("whirlwind.warc.gz", None),
+        ("a.gz", None),
+        ("page.html", None),
+    ],
+)
+def test_detect_format(path, expected):
+    assert detect_format(path) is expected
+
+
+# --- real data ------------------------------------------------------------------------------------------------
+
+
+def test_common_crawl_sample_yields_every_conversion_record(webdata, sample_records):
+    assert len(sample_records) == SAMPLE_PAGES
+    assert sample_records[0].url == "http://16thfleet.wikidot.com/chatter:anewhome"
+    assert sample_records[0].timestamp == "2019-07-17T12:15:59Z"
+    for record in sample_records:
+        assert record.source_format is SourceFormat.WET
+        assert record.source_path == str(webdata / SAMPLE_WET)
+        assert record.url and record.timestamp
+        assert record.content_type == "text/plain"
+        assert record.content_length == len(record.body.encode("utf-8"))
+
+
+def test_whirlwind_wet_skips_warcinfo(webdata):
+    records, problems = read(webdata / "whirlwind.warc.wet.gz")
+    assert problems == []
+    assert [record.url for record in records] == ["https://an.wikipedia.org/wiki/Escopete"]
+    assert records[0].content_length == 4456
+    assert "Escopete" in records[0].body
+
+
+def test_default_opener_reads_through_beam(webdata):
+    items = list(read_records(str(webdata / "whirlwind.warc.wet.gz")))
+    assert [item.url for item in items] == ["https://an.wikipedia.org/wiki/Escopete"]
+
+
+def test_released_c4_jsonl(webdata):
+    path = webdata / "c4-en-train-00000-first500.jsonl"
+    records, problems = read(path)
+    assert problems == []
+    assert len(records) == 500
+    first = records[0]
+    assert first.url == "https://klyq.com/beginners-bbq-class-taking-place-in-missoula/"
+    assert first.timestamp == "2019-04-25 12:57:54"
+    assert first.body == json.loads(path.read_text(encoding="utf-8").splitlines()[0])["text"]
+    assert all(record.source_format is SourceFormat.JSONL and record.content_type == "text/plain" for record in records)
+    assert all(record.content_length == len(record.body.encode("utf-8")) for record in records)
+
+
+def test_dolma_jsonl_gz_takes_url_and_date_from_dolma_fields(webdata):
+    records, problems = read(webdata / "dolma_cc_en_head-0174.jsonl.gz")
+    assert problems == []
+    assert len(records) == 10
+    assert records[0].url == "http://archives2.getty.edu:8082/xtf/view?docId=ead/2002.M.13/2002.M.13.xml"
+    assert records[0].timestamp == "2020-06-05T04:25:29Z"
+
+
+def test_single_member_gzip_wet_is_read_too(tmp_path, webdata, sample_records):
+    path = tmp_path / "one-member.warc.wet.gz"
+    path.write_bytes(gzip.compress(gzip.decompress((webdata / SAMPLE_WET).read_bytes())))
+    records, problems = read(path)
+    assert problems == []
+    assert [record.url for record in records] == [record.url for record in sample_records]
+
+
+# --- damaged gzip ---------------------------------------------------------------------------------------------
+
+
+def assert_good_prefix(records, problems, sample_records, kind="corrupt_gzip"):
+    assert 0 < len(records) < SAMPLE_PAGES
+    assert records == [
+        RawRecord(**{**vars(expected), "source_path": records[0].source_path}) for expected in sample_records[: len(records)]
+    ]
+    assert kinds(problems) == [kind]
+    assert problems[0].path in problems[0].message
+
+
+def test_gzip_cut_in_half_keeps_the_complete_records(tmp_path, webdata, sample_records):
+    data = (webdata / SAMPLE_WET).read_bytes()
+    path = tmp_path / "half.warc.wet.gz"
+    path.write_bytes(data[: len(data) // 2])
+    records, problems = read(path)
+    assert_good_prefix(records, problems, sample_records)
+    assert "ends in the middle of a gzip member" in problems[0].message
+
+
+def test_garbage_in_the_middle_of_the_gzip(tmp_path, webdata, sample_records):
+    data = (webdata / SAMPLE_WET).read_bytes()
+    middle = len(data) // 2
+    path = tmp_path / "garbage.warc.wet.gz"
+    path.write_bytes(data[:middle] + b"\x00garbage" * 100 + data[middle:])
+    records, problems = read(path)
+    assert_good_prefix(records, problems, sample_records)
+
+
+def test_bad_crc_drops_the_damaged_record_and_stops(tmp_path, webdata, sample_records):
+    data = bytearray((webdata / SAMPLE_WET).read_bytes())
+    starts = gzip_members(bytes(data))
+    assert len(starts) == SAMPLE_PAGES  # one gzip member per record
+    data[starts[101] - 8] ^= 0x01  # CRC32 of member 100 (the 101st record): its deflate data is intact
+    path = tmp_path / "crc.warc.wet.gz"
+    path.write_bytes(bytes(data))
+    records, problems = read(path)
+    assert_good_prefix(records, problems, sample_records)
+    assert len(records) == 100
+    assert "incorrect data check" in problems[0].message
+
+
+def test_damaged_next_member_keeps_the_record_before_it(tmp_path, webdata, sample_records):
+    data = bytearray((webdata / SAMPLE_WET).read_bytes())
+    data[gzip_members(bytes(data))[101]] ^= 0xFF  # gzip magic of the 102nd record
+    path = tmp_path / "magic.warc.wet.gz"
+    path.write_bytes(bytes(data))
+    records, problems = read(path)
+    assert_good_prefix(records, problems, sample_records)
+    assert len(records) == 101
+
+
+def test_trailing_garbage_after_the_last_member(tmp_path, webdata):
+    path = tmp_path / "trailing.warc.wet.gz"
+    path.write_bytes((webdata / SAMPLE_WET).read_bytes() + b"not gzip")
+    records, problems = read(path)
+    assert len(records) == SAMPLE_PAGES
+    assert kinds(problems) == ["corrupt_gzip"]
+
+
+@pytest.mark.parametrize("name", ["not-gzip.warc.wet.gz", "not-gzip.jsonl.gz", "not-gzip.txt.gz"])
+def test_file_that_is_not_gzip_at_all(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"WARC/1.0\r\nthis was never compressed\r\n")
+    assert kinds(read(path, modified_time=os.path.getmtime)[1]) == ["corrupt_gzip"]
+
+
+def test_truncated_jsonl_gz_keeps_the_complete_lines(tmp_path, webdata):
+    lines = (webdata / "c4-en-train-00000-first500.jsonl").read_bytes()
+    data = gzip.compress(lines)
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    records, problems = read(path)
+    assert 0 < len(records) < 500
+    expected = [json.loads(line)["url"] for line in lines.splitlines()[: len(records)]]
+    assert [record.url for record in records] == expected
+    assert kinds(problems) == ["corrupt_gzip"]
+
+
+# --- damaged WET records --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_invalid_utf8_record_is_skipped_and_the_others_survive(tmp_path, compress):
+    bodies = [b"first page.\n", "caf\u00e9 ol\u00e9\n".encode(), b"bad \xff\xfe bytes\n", b"last page.\n"]
+    path = tmp_path / ("pages.warc.wet.gz" if compress else "pages.wet")
+    path.write_bytes(wet_bytes(bodies, compress))
+    records, problems = read(path)
+    assert [record.body for record in records] == ["first page.\n", "caf\u00e9 ol\u00e9\n", "last page.\n"]
+    assert [record.url for record in records] == ["https://example.com/0", "https://example.com/1", "https://example.com/3"]
+    assert records[1].content_length == len(bodies[1])
+    assert records[2].timestamp == "2019-07-17T12:03:00Z"
+    assert kinds(problems) == ["invalid_utf8"]
+    assert "record 4 (https://example.com/2)" in problems[0].message  # warcinfo is record 1
+
+
+def test_uncompressed_wet_cut_inside_a_record(tmp_path, webdata, sample_records):
+    data = gzip.decompress((webdata / SAMPLE_WET).read_bytes())
+    path = tmp_path / "cut.wet"
+    path.write_bytes(data[: len(data) // 2])
+    records, problems = read(path)
+    assert_good_prefix(records, problems, sample_records, kind="truncated_record")
+    assert f"record {len(records) + 1} (" in problems[0].message
+
+
+def test_last_gzip_member_shorter_than_its_content_length(tmp_path):
+    data = wet_bytes([b"whole page.\n"], compress=True)
+    short = b"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: https://example.com/x\r\nContent-Length: 100\r\n\r\nonly this"
+    path = tmp_path / "short.warc.wet.gz"
+    path.write_bytes(data + gzip.compress(short))
+    records, problems = read(path)
+    assert [record.body for record in records] == ["whole page.\n"]
+    assert kinds(problems) == ["truncated_record"]
+    assert "9 of its 100 bytes" in problems[0].message
+
+
+def test_wet_file_that_is_not_warc(tmp_path):
+    path = tmp_path / "notes.wet"
+    path.write_text("just some notes\nnot a WARC file\n")
+    records, problems = read(path)
+    assert records == []
+    assert kinds(problems) == ["unreadable_file"]
+
+
+# --- oversized records ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_50mb_wet_record_is_skipped_and_the_next_survive(tmp_path, compress):
+    bodies = [b"before.\n", b"x" * BIG, b"after.\n"]
+    path = tmp_path / ("big.warc.wet.gz" if compress else "big.wet")
+    path.write_bytes(wet_bytes(bodies, compress))
+    records, problems = read(path)
+    assert [record.body for record in records] == ["before.\n", "after.\n"]
+    assert kinds(problems) == ["oversized_record"]
+    assert f"{BIG} bytes, over the {MAX_RECORD_BYTES} limit" in problems[0].message
+
+
+@pytest.mark.parametrize("name", ["big.jsonl", "big.jsonl.gz"])
+def test_50mb_jsonl_line_is_skipped_and_the_next_survive(tmp_path, name):
+    lines = [
+        json.dumps({"text": "before", "url": "https://a.example/", "timestamp": "2019-01-01T00:00:00Z"}),
+        json.dumps({"text": "x" * BIG, "url": "https://big.example/", "timestamp": "2019-01-01T00:00:00Z"}),
+        json.dumps({"text": "after", "url": "https://b.example/", "timestamp": "2019-01-01T00:00:00Z"}),
+    ]
+    data = "\n".join(lines).encode()
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(data, compresslevel=1) if name.endswith(".gz") else data)
+    records, problems = read(path)
+    assert [record.body for record in records] == ["before", "after"]
+    assert kinds(problems) == ["oversized_record"]
+    assert "line 2 of" in problems[0].message
+
+
+def test_oversized_text_file(tmp_path):
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"word " * 1000)
+    records, problems = read(path, max_record_bytes=4999, modified_time=os.path.getmtime)
+    assert records == [] and kinds(problems) == ["oversized_record"]
+    assert len(read(path, max_record_bytes=5000, modified_time=os.path.getmtime)[0]) == 1
+
+
+# --- JSON Lines -----------------------------------------------------------------------------------------------
+
+
+def test_bad_json_lines_are_reported_with_their_line_number(tmp_path):
+    good = json.dumps({"text": "good", "url": "https://a.example/", "timestamp": "2019-04-25 12:57:54"})
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(
+        "\n".join(
+            [good, "", "{not json", "[1, 2]", '{"text": 5}', '{"text": "\\ud800"}', good, "   ", good]
+        ).encode()
+        + b"\n\xff\xfe\n"
+        + good.encode()
+    )
+    records, problems = read(path)
+    assert len(records) == 4 and all(record.body == "good" for record in records)
+    assert [(problem.kind, problem.message.split(" of ")[0]) for problem in problems] == [
+        ("invalid_json", "line 3"),
+        ("invalid_json", "line 4"),
+        ("invalid_json", "line 5"),
+        ("invalid_utf8", "line 6"),
+        ("invalid_utf8", "line 10"),
+    ]
+
+
+def test_jsonl_without_url_or_timestamp_gives_none(tmp_path):
+    path = tmp_path / "bare.jsonl"
+    path.write_text('{"text": "only text", "url": 7}\n')
+    records, problems = read(path)
+    assert problems == []
+    assert (records[0].url, records[0].timestamp, records[0].content_length) == (None, None, 9)
+
+
+# --- plain text -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["note.txt", "note.txt.gz"])
+def test_text_file_is_one_document_dated_by_its_mtime(tmp_path, name):
+    text = "Caf\u00e9 menu.\nSecond line.\n"
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(text.encode()) if name.endswith(".gz") else text.encode())
+    os.utime(path, (1563365759, 1563365759))
+    records, problems = read(path, modified_time=os.path.getmtime)
+    assert problems == []
+    assert records == [
+        RawRecord(
+            source_format=SourceFormat.TEXT,
+            url=f"file://{path}",
+            timestamp="2019-07-17T12:15:59Z",
+            content_type="text/plain",
+            content_length=len(text.encode()),
+            body=text,
+            source_path=str(path),
+        )
+    ]
+
+
+def test_text_file_default_mtime_through_beam(tmp_path):
+    path = tmp_path / "note.txt"
+    path.write_text("hello")
+    os.utime(path, (0, 86400))
+    (record,) = read_records(str(path))
+    assert record.timestamp == "1970-01-02T00:00:00Z"
+
+
+def test_text_file_with_invalid_utf8(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("caf\u00e9".encode("latin-1"))
+    assert kinds(read(path, modified_time=os.path.getmtime)[1]) == ["invalid_utf8"]
+
+
+# --- missing, empty, unknown, unreadable ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["e.wet", "e.warc.wet.gz", "e.jsonl", "e.jsonl.gz", "e.txt", "e.txt.gz"])
+@pytest.mark.parametrize("compressed_empty", [False, True])
+def test_empty_files(tmp_path, name, compressed_empty):
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(b"") if compressed_empty and name.endswith(".gz") else b"")
+    records, problems = read(path, modified_time=os.path.getmtime)
+    assert records == []
+    assert kinds(problems) == ["empty_file"]
+
+
+@pytest.mark.parametrize("name", ["gone.warc.wet.gz", "gone.jsonl", "gone.txt"])
+def test_missing_file(tmp_path, name):
+    records, problems = read(tmp_path / name)
+    assert records == [] and kinds(problems) == ["missing_file"]
+    assert str(tmp_path / name) in problems[0].message
+
+
+def test_missing_file_through_beam(tmp_path):
+    assert kinds(list(read_records(str(tmp_path / "gone.wet")))) == ["missing_file"]
+
+
+def test_unknown_extension(tmp_path):
+    path = tmp_path / "page.html"
+    path.write_text("<html></html>")
+    assert kinds(read(path)[1]) == ["unknown_format"]
+
+
+def test_os_error_while_reading_keeps_earlier_records(tmp_path, webdata):
+    class FailingFile(io.BytesIO):
+        def read(self, size=-1):
+            if self.tell() > 100_000:
+                raise PermissionError("access revoked")
+            return super().read(size)
+
+    data = (webdata / SAMPLE_WET).read_bytes()
+    items = list(read_records("gs://bucket/x.warc.wet.gz", open_binary=lambda path: FailingFile(data)))
+    assert 0 < len(items) - 1 < SAMPLE_PAGES
+    assert kinds([item for item in items if isinstance(item, ReadProblem)]) == ["unreadable_file"]
+    assert "access revoked" in items[-1].message
+
+
+def test_open_error_is_unreadable(tmp_path):
+    def refuse(path):
+        raise PermissionError(f"permission denied: {path}")
+
+    assert kinds(list(read_records("x.jsonl", open_binary=refuse))) == ["unreadable_file"]

@@ -1,0 +1,243 @@
+"""Shard names, the shard-count rule, and Arrow shard writes/reads."""
+import glob
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+
+from c4prep.shards import (ShardInfo, batched, is_temp_name, join_uri, num_shards_for,
+                           parse_shard_name, read_shard, resolve_uri, shard_name, write_shard)
+
+GiB = 1 << 30
+MiB = 1 << 20
+SCHEMA = pa.schema([
+    pa.field("text", pa.string(), nullable=False),
+    pa.field("url", pa.string()),
+    pa.field("length", pa.int64(), nullable=False),
+])
+ROWS = [
+    {"text": "Hello world.", "url": "https://example.com/", "length": 12},
+    {"text": "Grüße aus Köln – ça va? 日本語のテキスト 🙂", "url": None, "length": 33},
+    {"text": "", "url": "https://пример.рф/путь", "length": 0},
+]
+
+
+def _rows(n: int) -> list[dict]:
+    return [{"text": f"document {i} ünïcödé", "url": f"https://e.com/{i}", "length": i}
+            for i in range(n)]
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+# --- names --------------------------------------------------------------------------------
+
+def test_shard_name_format():
+    assert shard_name("train", 0, 8) == "train-00000-of-00008.arrow"
+    assert shard_name("validation", 1023, 1024) == "validation-01023-of-01024.arrow"
+    assert shard_name("en.noblocklist", 0, 1) == "en.noblocklist-00000-of-00001.arrow"
+
+
+@pytest.mark.parametrize("split,index,count", [
+    ("train", -1, 8), ("train", 8, 8), ("train", 0, 0), ("train", 0, 100_000),
+    ("", 0, 1), ("a/b", 0, 1), (".hidden", 0, 1), ("sp ace", 0, 1),
+])
+def test_shard_name_rejects_bad_arguments(split, index, count):
+    with pytest.raises(ValueError, match="split|index|count"):
+        shard_name(split, index, count)
+
+
+def test_parse_shard_name_round_trip():
+    for split, index, count in [("train", 0, 1), ("validation", 7, 8), ("my-split", 99998, 99999)]:
+        assert parse_shard_name(shard_name(split, index, count)) == (split, index, count)
+
+
+@pytest.mark.parametrize("name", [
+    "manifest.json", "train-0-of-8.arrow", "train-00000-of-00008.arrow.tmp-abc",
+    ".train-00000-of-00008.arrow.tmp-" + "0" * 32, "train-00008-of-00008.arrow",
+    "train-00000-of-00008.parquet", "dir/train-00000-of-00008.arrow", "-00000-of-00001.arrow",
+])
+def test_parse_shard_name_rejects_other_names(name):
+    assert parse_shard_name(name) is None
+
+
+# --- shard-count rule -----------------------------------------------------------------------
+
+def test_num_shards_tiny_is_one():
+    assert num_shards_for(0, 0) == 1
+    assert num_shards_for(10 * MiB, 1000) == 1
+    assert num_shards_for(200 * MiB, 1) == 1  # never more shards than examples
+
+
+def test_num_shards_power_of_two_within_bounds():
+    total_bytes, num_examples = 10 * GiB, 5_000_000
+    n = num_shards_for(total_bytes, num_examples)
+    total = total_bytes + 16 * num_examples
+    assert n == 128
+    assert total // GiB <= n <= total // (64 * MiB)
+    assert 64 * MiB <= total / n <= GiB
+
+
+def test_num_shards_released_c4_size_is_1024():
+    # Released C4 en: ~365M training documents, 1024 train shards.
+    assert num_shards_for(700 * GiB, 365_000_000) == 1024
+
+
+def test_num_shards_1024_needs_1024_examples():
+    assert num_shards_for(100 * GiB, 1000) == 512
+
+
+def test_num_shards_very_large_is_multiple_of_1024():
+    total_bytes, num_examples = 2500 * GiB, 1_000_000_000
+    n = num_shards_for(total_bytes, num_examples)
+    min_shards = (total_bytes + 16 * num_examples) // GiB
+    assert n == 3072 and n % 1024 == 0 and n - 1024 < min_shards <= n
+
+
+def test_num_shards_rejects_negative():
+    with pytest.raises(ValueError):
+        num_shards_for(-1, 10)
+
+
+# --- paths ----------------------------------------------------------------------------------
+
+def test_resolve_uri_local_and_file_uri(tmp_path):
+    fs, path = resolve_uri("relative/dir")
+    assert fs.type_name == "local" and path == os.path.abspath("relative/dir")
+    fs, path = resolve_uri(tmp_path.as_uri())
+    assert fs.type_name == "local" and path == str(tmp_path)
+    assert join_uri("gs://bucket/out/", "a", "b.arrow") == "gs://bucket/out/a/b.arrow"
+
+
+# --- write / read ---------------------------------------------------------------------------
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "train-00000-of-00001.arrow"
+    info = write_shard(str(path), SCHEMA, batched(ROWS, SCHEMA, batch_size=2))
+    data = path.read_bytes()
+    assert info == ShardInfo("train-00000-of-00001.arrow", 3, len(data),
+                             hashlib.sha256(data).hexdigest())
+    table = read_shard(str(path))
+    assert table.schema == SCHEMA
+    assert table.to_pylist() == ROWS
+    assert _files(tmp_path) == ["train-00000-of-00001.arrow"]
+
+
+def test_readable_with_plain_pyarrow(tmp_path):
+    path = str(tmp_path / "train-00000-of-00001.arrow")
+    write_shard(path, SCHEMA, batched(_rows(2500), SCHEMA, batch_size=1000))
+    with open(path, "rb") as f:
+        reader = pa.ipc.open_file(f)
+        assert reader.num_record_batches == 3
+        assert reader.read_all().to_pylist() == _rows(2500)
+    with pa.memory_map(path) as source:
+        table = pa.ipc.open_file(source).read_all()
+    assert table.column("text")[2499].as_py() == "document 2499 ünïcödé"
+    assert ds.dataset(str(tmp_path), format="arrow").to_table().to_pylist() == _rows(2500)
+
+
+def test_read_shard_via_file_uri(tmp_path):
+    path = tmp_path / "train-00000-of-00001.arrow"
+    write_shard(path.as_uri(), SCHEMA, batched(ROWS, SCHEMA))
+    assert read_shard(path.as_uri()).to_pylist() == ROWS
+
+
+def test_shard_not_compressed(tmp_path):
+    path = tmp_path / "s.arrow"
+    write_shard(str(path), SCHEMA, batched(ROWS, SCHEMA))
+    assert "日本語のテキスト".encode() in path.read_bytes()
+
+
+def test_bytes_are_deterministic(tmp_path):
+    infos = [write_shard(str(tmp_path / f"{d}.arrow"), SCHEMA, batched(_rows(3000), SCHEMA))
+             for d in ("a", "b")]
+    assert (tmp_path / "a.arrow").read_bytes() == (tmp_path / "b.arrow").read_bytes()
+    assert infos[0].sha256 == infos[1].sha256 and infos[0].num_bytes == infos[1].num_bytes
+
+
+def test_bytes_are_deterministic_across_processes(tmp_path):
+    script = (
+        "import sys, pyarrow as pa\n"
+        "from c4prep.shards import write_shard, batched\n"
+        "s = pa.schema([('text', pa.string()), ('n', pa.int64())])\n"
+        "rows = [{'text': f'zeile {i} äöü', 'n': i} for i in range(5000)]\n"
+        "print(write_shard(sys.argv[1], s, batched(rows, s, 700)).sha256)\n"
+    )
+    shas = {subprocess.run([sys.executable, "-c", script, str(tmp_path / f"{i}.arrow")],
+                           check=True, capture_output=True, text=True).stdout for i in range(2)}
+    assert len(shas) == 1
+
+
+def test_empty_shard(tmp_path):
+    path = tmp_path / "validation-00000-of-00001.arrow"
+    info = write_shard(str(path), SCHEMA, [])
+    assert info.num_rows == 0 and info.num_bytes == path.stat().st_size > 0
+    table = read_shard(str(path))
+    assert table.schema == SCHEMA and table.num_rows == 0
+    assert ds.dataset(str(path), format="arrow").to_table().num_rows == 0
+    assert write_shard(str(tmp_path / "again.arrow"), SCHEMA, iter(())).sha256 == info.sha256
+
+
+def test_write_creates_parent_and_overwrites(tmp_path):
+    path = tmp_path / "new" / "dir" / "s.arrow"
+    write_shard(str(path), SCHEMA, batched(ROWS, SCHEMA))
+    write_shard(str(path), SCHEMA, batched(ROWS[:1], SCHEMA))
+    assert read_shard(str(path)).num_rows == 1
+    assert _files(path.parent) == ["s.arrow"]
+
+
+def test_exception_in_batches_leaves_nothing(tmp_path):
+    def failing():
+        yield from batched(_rows(10), SCHEMA, batch_size=3)
+        raise RuntimeError("source broke")
+
+    with pytest.raises(RuntimeError, match="source broke"):
+        write_shard(str(tmp_path / "s.arrow"), SCHEMA, failing())
+    assert _files(tmp_path) == []
+
+
+def test_exception_keeps_previous_file(tmp_path):
+    path = tmp_path / "s.arrow"
+    write_shard(str(path), SCHEMA, batched(ROWS, SCHEMA))
+    before = path.read_bytes()
+    wrong = pa.record_batch({"other": [1]})
+    with pytest.raises(pa.ArrowInvalid):
+        write_shard(str(path), SCHEMA, [wrong])
+    assert path.read_bytes() == before
+    assert _files(tmp_path) == ["s.arrow"]
+
+
+def test_temp_name_is_hidden_from_globs(tmp_path):
+    seen, globbed = [], []
+
+    def spy():
+        seen.extend(_files(tmp_path))
+        globbed.extend(glob.glob(os.path.join(tmp_path, "*")) + list(tmp_path.glob("*.arrow")))
+        yield from batched(ROWS, SCHEMA)
+
+    write_shard(str(tmp_path / "train-00000-of-00001.arrow"), SCHEMA, spy())
+    (temp,) = seen
+    assert temp.startswith(".train-00000-of-00001.arrow.tmp-") and is_temp_name(temp)
+    assert globbed == []
+    assert not is_temp_name("train-00000-of-00001.arrow")
+
+
+def test_batched():
+    batches = list(batched(_rows(2500), SCHEMA, batch_size=1000))
+    assert [b.num_rows for b in batches] == [1000, 1000, 500]
+    assert all(b.schema == SCHEMA for b in batches)
+    assert list(batched([], SCHEMA)) == []
+    with pytest.raises(ValueError):
+        next(batched(ROWS, SCHEMA, batch_size=0))
+
+
+def test_core_modules_do_not_import_beam():
+    code = ("import sys, c4prep.shards, c4prep.manifest\n"
+            "assert 'apache_beam' not in sys.modules, 'core package imported Beam'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
