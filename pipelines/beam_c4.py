@@ -61,7 +61,8 @@ class ReadInputFiles(beam.PTransform):
             prefix = self.path_prefix
             patterns = (
                 pbegin
-                | "ReadPathList" >> beam.io.ReadFromText(self.path_list, compression_type=CompressionTypes.AUTO)
+                | "ReadPathList" >> beam.io.ReadFromText(
+                    self.path_list, compression_type=CompressionTypes.AUTO, validate=False)
                 | "PrefixPaths" >> beam.Map(lambda line: prefix + line.strip())
                 | "SkipBlankPaths" >> beam.Filter(lambda path: path != prefix)
             )

@@ -169,7 +169,9 @@ def read_records(
             path, "corrupt_gzip", f"{path} is a damaged gzip file ({error}); stopped after {records} good records."
         )
     except OSError as error:
-        yield ReadProblem(path, "unreadable_file", f"{path} could not be read ({error}); stopped after {records} records.")
+        yield ReadProblem(
+            path, "unreadable_file", f"{path} could not be read ({error}); stopped after {records} records."
+        )
 
 
 def _buffered(stream: BinaryIO) -> BinaryIO:
@@ -185,8 +187,12 @@ def _read_wet(path: str, stream: BinaryIO, max_bytes: int) -> Iterator[RawRecord
     held: RawRecord | None = None
     held_end = 0
     number = 0
+    archive = ArchiveIterator(stream)
+    # The input is already decompressed. warcio would sniff for gzip on its first read, and a short first read
+    # (a few bytes) makes it swallow those bytes; turn the sniffing off.
+    archive.reader.set_decomp(None)
     try:
-        for number, record in enumerate(ArchiveIterator(stream), 1):
+        for number, record in enumerate(archive, 1):
             if held is not None:
                 yield held
                 held = None
@@ -204,14 +210,13 @@ def _read_wet(path: str, stream: BinaryIO, max_bytes: int) -> Iterator[RawRecord
                 yield ReadProblem(path, "oversized_record", f"{where} has over {max_bytes} bytes.")
                 continue
             if length is not None and len(body) < length:
-                yield ReadProblem(
-                    path, "truncated_record", f"{where} ends after {len(body)} of its {length} bytes."
-                )
+                yield ReadProblem(path, "truncated_record", f"{where} ends after {len(body)} of its {length} bytes.")
                 continue
             try:
                 text = body.decode("utf-8")
             except UnicodeDecodeError as error:
-                yield ReadProblem(path, "invalid_utf8", f"{where} is not valid UTF-8 ({error.reason} at byte {error.start}).")
+                reason = f"{error.reason} at byte {error.start}"
+                yield ReadProblem(path, "invalid_utf8", f"{where} is not valid UTF-8 ({reason}).")
                 continue
             held = RawRecord(
                 source_format=SourceFormat.WET,
@@ -222,16 +227,16 @@ def _read_wet(path: str, stream: BinaryIO, max_bytes: int) -> Iterator[RawRecord
                 body=text,
                 source_path=path,
             )
-            held_end = getattr(stream, "delivered", 0)
-    except _CorruptGzip:
-        if held is not None and held_end <= getattr(stream, "verified", 0):
+            held_end = stream.delivered if isinstance(stream, _GzipMembers) else 0
+    except (_CorruptGzip, OSError):
+        if held is not None and (not isinstance(stream, _GzipMembers) or held_end <= stream.verified):
             yield held
         raise
     except ArchiveLoadFailed as error:
         if held is not None:
             yield held
-        first_line = str(error).strip().splitlines()[-1][:120]
-        yield ReadProblem(path, "unreadable_file", f"{path} is not valid WARC after record {number}: {first_line}")
+        reason = str(error).strip().splitlines()[-1][:120]
+        yield ReadProblem(path, "unreadable_file", f"{path} is not valid WARC after record {number} ({reason}).")
         return
     if held is not None:
         yield held
@@ -253,7 +258,8 @@ def _read_jsonl(path: str, stream: BinaryIO, max_bytes: int) -> Iterator[RawReco
         try:
             decoded = line.decode("utf-8")
         except UnicodeDecodeError as error:
-            yield ReadProblem(path, "invalid_utf8", f"{where} is not valid UTF-8 ({error.reason} at byte {error.start}).")
+            reason = f"{error.reason} at byte {error.start}"
+            yield ReadProblem(path, "invalid_utf8", f"{where} is not valid UTF-8 ({reason}).")
             continue
         if not decoded.strip():
             continue

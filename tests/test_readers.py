@@ -9,6 +9,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 from warcio.warcwriter import WARCWriter
 
 from c4prep.pipelines.readers import MAX_RECORD_BYTES, ReadProblem, detect_format, read_records
@@ -127,7 +128,7 @@ def test_released_c4_jsonl(webdata):
     assert first.url == "https://klyq.com/beginners-bbq-class-taking-place-in-missoula/"
     assert first.timestamp == "2019-04-25 12:57:54"
     assert first.body == json.loads(path.read_text(encoding="utf-8").splitlines()[0])["text"]
-    assert all(record.source_format is SourceFormat.JSONL and record.content_type == "text/plain" for record in records)
+    assert {(record.source_format, record.content_type) for record in records} == {(SourceFormat.JSONL, "text/plain")}
     assert all(record.content_length == len(record.body.encode("utf-8")) for record in records)
 
 
@@ -152,9 +153,8 @@ def test_single_member_gzip_wet_is_read_too(tmp_path, webdata, sample_records):
 
 def assert_good_prefix(records, problems, sample_records, kind="corrupt_gzip"):
     assert 0 < len(records) < SAMPLE_PAGES
-    assert records == [
-        RawRecord(**{**vars(expected), "source_path": records[0].source_path}) for expected in sample_records[: len(records)]
-    ]
+    path = records[0].source_path
+    assert records == [RawRecord(**{**vars(page), "source_path": path}) for page in sample_records[: len(records)]]
     assert kinds(problems) == [kind]
     assert problems[0].path in problems[0].message
 
@@ -188,6 +188,30 @@ def test_bad_crc_drops_the_damaged_record_and_stops(tmp_path, webdata, sample_re
     assert_good_prefix(records, problems, sample_records)
     assert len(records) == 100
     assert "incorrect data check" in problems[0].message
+
+
+class Trickle(io.BytesIO):
+    """A file object that returns at most 3 bytes per read, as some network streams return short reads."""
+
+    def read(self, size=-1):
+        return super().read(3 if size is None or size < 0 else min(size, 3))
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_short_reads_lose_nothing(compress):
+    data = wet_bytes([b"one.\n", b"two.\n" * 1000, b"three.\n"], compress)
+    items = list(read_records("x.warc.wet.gz" if compress else "x.wet", open_binary=lambda path: Trickle(data)))
+    assert [item.body for item in items] == ["one.\n", "two.\n" * 1000, "three.\n"]
+
+
+def test_bad_crc_seen_only_after_the_record_was_read_still_drops_it():
+    # With short reads, the record's last bytes come out of the decompressor before its gzip trailer is checked;
+    # the reader must hold the record until the trailer checked out.
+    data = bytearray(wet_bytes([b"one.\n", b"two.\n" * 1000, b"three.\n"], compress=True))
+    data[gzip_members(bytes(data))[3] - 8] ^= 0x01  # CRC32 of the member of "two"
+    items = list(read_records("x.warc.wet.gz", open_binary=lambda path: Trickle(bytes(data))))
+    assert [item.body for item in items[:-1]] == ["one.\n"]
+    assert items[-1].kind == "corrupt_gzip"
 
 
 def test_damaged_next_member_keeps_the_record_before_it(tmp_path, webdata, sample_records):
@@ -237,7 +261,7 @@ def test_invalid_utf8_record_is_skipped_and_the_others_survive(tmp_path, compres
     path.write_bytes(wet_bytes(bodies, compress))
     records, problems = read(path)
     assert [record.body for record in records] == ["first page.\n", "caf\u00e9 ol\u00e9\n", "last page.\n"]
-    assert [record.url for record in records] == ["https://example.com/0", "https://example.com/1", "https://example.com/3"]
+    assert [record.url for record in records] == [f"https://example.com/{number}" for number in (0, 1, 3)]
     assert records[1].content_length == len(bodies[1])
     assert records[2].timestamp == "2019-07-17T12:03:00Z"
     assert kinds(problems) == ["invalid_utf8"]
@@ -255,7 +279,10 @@ def test_uncompressed_wet_cut_inside_a_record(tmp_path, webdata, sample_records)
 
 def test_last_gzip_member_shorter_than_its_content_length(tmp_path):
     data = wet_bytes([b"whole page.\n"], compress=True)
-    short = b"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: https://example.com/x\r\nContent-Length: 100\r\n\r\nonly this"
+    short = (
+        b"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Target-URI: https://example.com/x\r\n"
+        b"Content-Length: 100\r\n\r\nonly this"
+    )
     path = tmp_path / "short.warc.wet.gz"
     path.write_bytes(data + gzip.compress(short))
     records, problems = read(path)
@@ -410,18 +437,37 @@ def test_unknown_extension(tmp_path):
     assert kinds(read(path)[1]) == ["unknown_format"]
 
 
-def test_os_error_while_reading_keeps_earlier_records(tmp_path, webdata):
-    class FailingFile(io.BytesIO):
-        def read(self, size=-1):
-            if self.tell() > 100_000:
-                raise PermissionError("access revoked")
-            return super().read(size)
+class FailingFile(io.BytesIO):
+    """A file object that returns at most 3 bytes per read and fails once `fail_at` bytes have been read."""
 
+    def __init__(self, data: bytes, fail_at: int) -> None:
+        super().__init__(data)
+        self.fail_at = fail_at
+
+    def read(self, size=-1):
+        if self.tell() >= self.fail_at:
+            raise PermissionError("access revoked")
+        return super().read(3 if size is None or size < 0 else min(size, 3))
+
+
+def test_os_error_while_reading_gzip_keeps_earlier_records(webdata, sample_records):
     data = (webdata / SAMPLE_WET).read_bytes()
-    items = list(read_records("gs://bucket/x.warc.wet.gz", open_binary=lambda path: FailingFile(data)))
-    assert 0 < len(items) - 1 < SAMPLE_PAGES
-    assert kinds([item for item in items if isinstance(item, ReadProblem)]) == ["unreadable_file"]
-    assert "access revoked" in items[-1].message
+    records, problems = [], []
+    for item in read_records("gs://b/x.warc.wet.gz", open_binary=lambda path: FailingFile(data, 30_000)):
+        (problems if isinstance(item, ReadProblem) else records).append(item)
+    assert_good_prefix(records, problems, sample_records, kind="unreadable_file")
+    assert "access revoked" in problems[0].message
+
+
+def test_os_error_right_after_a_record_keeps_that_record(webdata, sample_records):
+    data = gzip.decompress((webdata / SAMPLE_WET).read_bytes())
+    archive = ArchiveIterator(io.BytesIO(data))
+    ends = [archive.get_record_offset() + archive.get_record_length() for _ in archive]
+    records, problems = [], []
+    for item in read_records("gs://b/x.wet", open_binary=lambda path: FailingFile(data, ends[20])):
+        (problems if isinstance(item, ReadProblem) else records).append(item)
+    assert_good_prefix(records, problems, sample_records, kind="unreadable_file")
+    assert len(records) == 21  # the 21st record was complete before the failing read of the 22nd's header
 
 
 def test_open_error_is_unreadable(tmp_path):

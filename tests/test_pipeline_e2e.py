@@ -1,0 +1,170 @@
+"""End-to-end runs of the C4 pipeline on the real Common Crawl sample (DirectRunner)."""
+import gzip
+import hashlib
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from click.testing import CliRunner
+
+from c4prep.cli import main
+from c4prep.manifest import read_manifest
+from c4prep.pipelines import c4_rules
+from c4prep.pipelines.run_c4 import RunConfig, bundled_sample, run_c4
+from c4prep.schemas import DOCUMENT_SCHEMA
+
+SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
+
+
+def arrow_dataset(folder: Path) -> ds.Dataset:
+    """All shards of an output, read with plain pyarrow."""
+    return ds.dataset(sorted(str(path) for path in folder.glob("*.arrow")), format="arrow")
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.glob("*.arrow"))}
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory, webdata):
+    output = tmp_path_factory.mktemp("c4") / "en"
+    result = run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=4))
+    return output, result
+
+
+def test_bundled_sample_is_the_real_wet_sample(webdata):
+    assert Path(bundled_sample()).read_bytes() == (webdata / SAMPLE_NAME).read_bytes()
+
+
+def test_shards_manifest_and_schema(sample_run):
+    output, result = sample_run
+    manifest = read_manifest(str(output))
+    names = sorted(path.name for path in output.iterdir())
+    expected_shards = [f"{split}-0000{i}-of-00004.arrow" for split in ("train", "validation") for i in range(4)]
+    assert names == sorted(expected_shards + ["manifest.json"])  # no staging or temp files left
+    assert [shard.name for shard in manifest.shards] == expected_shards
+    assert manifest.schema() == DOCUMENT_SCHEMA
+    for shard in manifest.shards:
+        path = output / shard.name
+        assert path.stat().st_size == shard.num_bytes
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == shard.sha256
+        with pa.memory_map(str(path)) as source:  # plain pyarrow, no c4prep code
+            table = pa.ipc.open_file(source).read_all()
+        assert table.num_rows == shard.num_rows
+        assert table.schema.equals(DOCUMENT_SCHEMA)
+    table = arrow_dataset(output).to_table()
+    assert table.num_rows == manifest.splits["train"].num_rows + manifest.splits["validation"].num_rows
+    assert table.num_rows == result.funnel.pages_out > 50
+    assert len(set(table.column("url").to_pylist())) == table.num_rows
+
+
+def test_counters_reconcile(sample_run):
+    _, result = sample_run
+    funnel = result.funnel
+    counters = read_manifest(str(sample_run[0])).counters
+    assert funnel.reconciled
+    assert funnel.pages_in == 335  # every record of the sample entered the funnel
+    assert counters["split-wet-file"]["passed"] == 335
+    dropped = sum(sum(stage.dropped.values()) for stage in funnel.stages)
+    assert funnel.pages_in == funnel.pages_out + dropped
+    clean = counters["clean-page"]
+    line_drops = sum(n for name, n in clean.items() if name.startswith("line-filtered:"))
+    assert clean["line-in"] == clean["line-passed"] + line_drops
+    assert funnel.lines["out"] == sum(text.count("\n") + 1 for text in _all_texts(sample_run[0]))
+
+
+def _all_texts(output: Path) -> list[str]:
+    return arrow_dataset(output).to_table().column("text").to_pylist()
+
+
+def test_output_documents_obey_the_rules(sample_run):
+    output, _ = sample_run
+    for shard in read_manifest(str(output)).shards:
+        for row in ds.dataset(str(output / shard.name), format="arrow").to_table().to_pylist():
+            page = c4_rules.Page(row["url"], c4_rules.normalize_url(row["url"]), row["text"], row["timestamp"],
+                                 row["content_type"], row["content_length"])
+            assert c4_rules.clean_page(page).page == page  # cleaning is idempotent on its own output
+            assert c4_rules.check_badwords(page).page == page
+            assert c4_rules.split_for_url(page.normalized_url) == shard.split
+
+
+def test_multi_processing_gives_identical_shards(sample_run, tmp_path, webdata):
+    output = tmp_path / "mp"
+    config = RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=4)
+    run_c4(config, ["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    assert file_digests(output) == file_digests(sample_run[0])
+
+
+def test_shuffled_duplicated_input_gives_identical_shards(sample_run, tmp_path, webdata):
+    """The same pages split over two files, one of them twice: URL dedup makes the output identical."""
+    copies = tmp_path / "in"
+    copies.mkdir()
+    for name in ("a", "b"):
+        shutil.copy(webdata / SAMPLE_NAME, copies / f"{name}.warc.wet.gz")
+    output = tmp_path / "dup"
+    result = run_c4(RunConfig(output=str(output), inputs=[str(copies / "*.warc.wet.gz")], num_shards=4))
+    assert file_digests(output) == file_digests(sample_run[0])
+    assert result.funnel.pages_in == 670
+    assert read_manifest(str(output)).counters["duplicate-url-filter"]["filtered"] == 335
+
+
+def test_rerun_replaces_previous_output(tmp_path, webdata):
+    output = tmp_path / "out"
+    run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=3))
+    (output / ".staging-crashed-run").mkdir()  # what a crashed run leaves behind
+    run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=None))
+    names = sorted(path.name for path in output.iterdir())
+    assert names == ["manifest.json", "train-00000-of-00001.arrow", "validation-00000-of-00001.arrow"]
+
+
+def test_bad_input_is_counted_and_skipped(sample_run, tmp_path, webdata):
+    good = (webdata / SAMPLE_NAME).read_bytes()
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "good.warc.wet.gz").write_bytes(good)
+    (inputs / "truncated.warc.wet.gz").write_bytes(good[: len(good) // 3])
+    (inputs / "empty.warc.wet.gz").write_bytes(b"")
+    (inputs / "garbage.jsonl.gz").write_bytes(b"\x1f\x8b\x08\x00 this is not gzip")
+    (inputs / "bad.jsonl").write_bytes(b'{"text": "x", "url": "u", "timestamp": "t"}\n{oops\n\xff\xfe\n')
+    output = tmp_path / "out"
+    result = run_c4(RunConfig(output=str(output), inputs=[str(inputs / "*")], num_shards=4))
+    problems = result.funnel.input_problems
+    assert result.funnel.input_files == 5
+    assert problems["empty_file"] == 1
+    assert problems["invalid_json"] == 1 and problems["invalid_utf8"] == 1
+    assert problems.get("corrupt_gzip", 0) + problems.get("truncated_record", 0) == 2
+    assert result.funnel.reconciled
+    # Nothing valid is lost: the truncated copy only repeats pages of the good file, so the output is identical.
+    assert file_digests(output) == file_digests(sample_run[0])
+
+
+def test_cli_runs_and_reports(tmp_path, webdata):
+    output = tmp_path / "cli"
+    outcome = CliRunner().invoke(main, ["run", "--input", str(webdata / SAMPLE_NAME), "--output", str(output)])
+    assert outcome.exit_code == 0, outcome.output
+    assert "reconciled" in outcome.output and "pages out" in outcome.output
+    assert (output / "manifest.json").is_file()
+
+
+def test_cli_missing_input_is_one_clear_line(tmp_path):
+    outcome = CliRunner().invoke(main, ["run", "--input", str(tmp_path / "nope*.wet.gz"), "--output", str(tmp_path)])
+    assert outcome.exit_code != 0
+    assert "Traceback" not in outcome.output
+    assert outcome.output.strip().splitlines()[-1] == (
+        f"Error: input not found: '{tmp_path / 'nope*.wet.gz'}' matches no file; check the path or glob")
+
+
+def test_cli_rejects_bad_shard_count(tmp_path):
+    outcome = CliRunner().invoke(main, ["run", "--num-shards", "many", "--output", str(tmp_path)])
+    assert outcome.exit_code == 2 and "--num-shards" in outcome.output
+
+
+def test_input_list_like_wet_paths(tmp_path, webdata, sample_run):
+    listing = tmp_path / "wet.paths.gz"
+    with gzip.open(listing, "wt") as handle:
+        handle.write(f"{SAMPLE_NAME}\n\n")
+    output = tmp_path / "listed"
+    run_c4(RunConfig(output=str(output), path_list=str(listing), path_prefix=f"{webdata}/", num_shards=4))
+    assert file_digests(output) == file_digests(sample_run[0])
