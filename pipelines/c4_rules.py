@@ -188,12 +188,21 @@ def clean_page(page: Page, sentence_splitter: Callable[[str], list[str]] = split
     return Outcome(replace(page, text="\n".join(kept).strip()), dict(counters))
 
 
+def langdetect_engine():
+    """The langdetect implementation: `langdetect_rs` (a Rust port with bit-identical results, ~30x faster,
+    checked against `langdetect` in the tests) when installed, else the original pure-Python `langdetect`."""
+    try:
+        import langdetect_rs as engine
+    except ImportError:
+        import langdetect as engine
+    return engine
+
+
 @functools.cache
 def _language_detector_factory():
-    from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
-
-    factory = DetectorFactory()
-    factory.load_profile(PROFILES_DIRECTORY)
+    engine = langdetect_engine()
+    factory = engine.DetectorFactory()
+    factory.load_profile(engine.PROFILES_DIRECTORY)
     factory.set_seed(LANGDETECT_SEED)
     return factory
 
@@ -207,11 +216,9 @@ def detect_languages(text: str) -> list:
 
 def check_english(page: Page) -> Outcome:
     """Keep pages langdetect calls English with probability >= 0.99."""
-    from langdetect.lang_detect_exception import LangDetectException
-
     try:
         predictions = detect_languages(page.text)
-    except LangDetectException:
+    except langdetect_engine().LangDetectException:
         return _dropped("filtered:langdetect_exception")
     if not predictions:
         return _dropped("filtered:no_predictions")
@@ -234,8 +241,13 @@ def load_badwords(path: str | None = None) -> frozenset[str]:
 
 
 def badwords_pattern(words: Iterable[str]) -> re.Pattern[str]:
-    """TFDS 3.1.0's bad-words regex: any escaped word, delimited by non-word characters or the text's ends."""
+    """TFDS 3.1.0's bad-words regex: any escaped word, delimited by non-word characters or the text's ends.
+
+    An empty list gives a pattern that never matches (an empty alternation would match every separator).
+    """
     alternation = "|".join(re.escape(word) for word in sorted(words))
+    if not alternation:
+        return re.compile(r"(?!)")
     return re.compile(rf"(?:\W|^)({alternation})(?:\W|$)")
 
 

@@ -202,14 +202,14 @@ def _read_wet(path: str, stream: BinaryIO, max_bytes: int) -> Iterator[RawRecord
             url = headers.get_header("WARC-Target-URI")
             where = f"WET record {number} ({url or 'no URL'}) in {path}"
             length = _int_or_none(headers.get_header("Content-Length"))
-            if length is not None and length > max_bytes:
+            if length is None:  # WARC cannot frame a record without it; usually the file was cut inside the headers
+                yield ReadProblem(path, "truncated_record", f"{where} has no valid Content-Length header.")
+                continue
+            if length > max_bytes:
                 yield ReadProblem(path, "oversized_record", f"{where} has {length} bytes, over the {max_bytes} limit.")
                 continue
-            body = record.content_stream().read(max_bytes + 1)
-            if len(body) > max_bytes:
-                yield ReadProblem(path, "oversized_record", f"{where} has over {max_bytes} bytes.")
-                continue
-            if length is not None and len(body) < length:
+            body = record.content_stream().read()
+            if len(body) < length:
                 yield ReadProblem(path, "truncated_record", f"{where} ends after {len(body)} of its {length} bytes.")
                 continue
             try:
@@ -295,7 +295,8 @@ def _read_jsonl(path: str, stream: BinaryIO, max_bytes: int) -> Iterator[RawReco
 def _read_text(
     path: str, stream: BinaryIO, max_bytes: int, modified_time: Callable[[str], float]
 ) -> Iterator[RawRecord | ReadProblem]:
-    """The whole file as one document, timestamped with the file's last-modified time (UTC)."""
+    """The whole file as one document: URL the path (`file://` added when it has no scheme), timestamp the file's
+    last-modified time in UTC."""
     data = stream.read(max_bytes + 1)
     if not data:
         yield ReadProblem(path, "empty_file", f"{path} is empty.")

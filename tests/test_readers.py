@@ -277,6 +277,16 @@ def test_uncompressed_wet_cut_inside_a_record(tmp_path, webdata, sample_records)
     assert f"record {len(records) + 1} (" in problems[0].message
 
 
+@pytest.mark.parametrize("cut_after", [b"WARC-Target-URI: https://exa", b"Content-Length: ", b"Content-Length: 1"])
+def test_uncompressed_wet_cut_inside_the_last_headers(tmp_path, cut_after):
+    data = wet_bytes([b"whole page.\n", b"cut page.\n"], compress=False)
+    path = tmp_path / "cut.wet"
+    path.write_bytes(data[: data.rindex(cut_after) + len(cut_after)])
+    records, problems = read(path)
+    assert [record.url for record in records] == ["https://example.com/0"]
+    assert kinds(problems) == ["truncated_record"]
+
+
 def test_last_gzip_member_shorter_than_its_content_length(tmp_path):
     data = wet_bytes([b"whole page.\n"], compress=True)
     short = (

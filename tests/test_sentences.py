@@ -1,0 +1,85 @@
+"""Punkt English sentence splitting as TFDS C4 counts sentences (../shared/reference/c4.md §10)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+from c4prep.pipelines.sentences import punkt_english, split_sentences
+
+
+@pytest.mark.parametrize("text, expected", [
+    # The three reference examples of c4.md §10 (verified there with NLTK 3.10.4 and the NLTK English parameters).
+    ("This line has enough words and ends in punctuation, Dr. Roberts!",
+     ["This line has enough words and ends in punctuation, Dr. Roberts!"]),
+    ("This line looks like it has three sentences...but it's actually just 1.",
+     ["This line looks like it has three sentences...but it's actually just 1."]),
+    ("Another sentence. . . ? ? ! ! !", ["Another sentence.", ".", ".", "?", "?", "!", "!", "!"]),
+])
+def test_reference_examples(text, expected):
+    assert split_sentences(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("", []),
+    ("No end mark at all", ["No end mark at all"]),
+    ("Mr. Smith went to Washington. He met Mrs. Jones at 5 p.m. on Jan. 3rd. Then they left.",
+     ["Mr. Smith went to Washington.", "He met Mrs. Jones at 5 p.m. on Jan. 3rd.", "Then they left."]),
+    # T31's reference page: a quoted line holds three sentences, the quote stays attached.
+    ('"Open Access. Powered by Scholars. Published by Universities."',
+     ['"Open Access.', "Powered by Scholars.", 'Published by Universities."']),
+    ("Adam Roberts has a cookie policy: always eat them.", ["Adam Roberts has a cookie policy: always eat them."]),
+])
+def test_abbreviations_and_quotes(text, expected):
+    assert split_sentences(text) == expected
+
+
+@pytest.mark.parametrize("line, expected", [
+    # Real lines of released C4 `en` (train shard 0, first documents).
+    ("Beginners BBQ Class Taking Place in Missoula!", ["Beginners BBQ Class Taking Place in Missoula!"]),
+    ("Do you want to get better at making delicious BBQ? You will have the opportunity, put this on your calendar "
+     "now. Thursday, September 22nd join World Class BBQ Champion, Tony Balay from Lonestar Smoke Rangers. He will "
+     "be teaching a beginner level class for everyone who wants to get better with their culinary skills.",
+     ["Do you want to get better at making delicious BBQ?",
+      "You will have the opportunity, put this on your calendar now.",
+      "Thursday, September 22nd join World Class BBQ Champion, Tony Balay from Lonestar Smoke Rangers.",
+      "He will be teaching a beginner level class for everyone who wants to get better with their culinary skills."]),
+    ("Discussion in 'Mac OS X Lion (10.7)' started by axboi87, Jan 20, 2012.",
+     ["Discussion in 'Mac OS X Lion (10.7)' started by axboi87, Jan 20, 2012."]),
+    ("I've got a 500gb internal drive and a 240gb SSD.", ["I've got a 500gb internal drive and a 240gb SSD."]),
+    ("Foil plaid lycra and spandex shortall with metallic slinky insets. Attached metallic elastic belt with O-ring. "
+     "Headband included. Great hip hop or jazz dance costume. Made in the USA.",
+     ["Foil plaid lycra and spandex shortall with metallic slinky insets.", "Attached metallic elastic belt with O-ring.",
+      "Headband included.", "Great hip hop or jazz dance costume.", "Made in the USA."]),
+])
+def test_real_c4_lines(line, expected):
+    assert split_sentences(line) == expected
+
+
+def test_real_c4_lines_come_from_the_released_sample(webdata):
+    with (webdata / "c4-en-train-00000-first500.jsonl").open(encoding="utf-8") as handle:
+        docs = [json.loads(line) for line, _ in zip(handle, range(3))]
+    lines = [line for doc in docs for line in doc["text"].split("\n")]
+    assert "Beginners BBQ Class Taking Place in Missoula!" in lines
+    assert "I've got a 500gb internal drive and a 240gb SSD." in lines
+    # Every line of a released C4 document holds at least one sentence; the first page counts 1 + 4 + 1 + 2 = 8.
+    assert all(split_sentences(line) for line in lines)
+    assert sum(len(split_sentences(line)) for line in docs[0]["text"].split("\n")) == 8
+
+
+def test_tokenizer_is_nltk_punkt_with_the_english_parameters():
+    tokenizer = punkt_english()
+    assert type(tokenizer) is PunktSentenceTokenizer
+    assert punkt_english() is tokenizer  # built once per process
+    params = tokenizer._params
+    assert len(params.abbrev_types) == 156
+    assert {"dr", "mr", "mrs", "p.m", "jan", "u.s", "st", "vs"} <= params.abbrev_types
+    assert params.sent_starters and params.collocations and params.ortho_context
+
+
+def test_splitting_is_stateless():
+    text = "Dr. Roberts arrived. He sat down. The talk began."
+    first = split_sentences(text)
+    assert first == ["Dr. Roberts arrived.", "He sat down.", "The talk began."]
+    assert [split_sentences(text) for _ in range(3)] == [first] * 3
