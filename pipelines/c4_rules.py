@@ -135,6 +135,17 @@ def _has_too_long_word(line: str) -> bool:
     return len(line) > MAX_WORD_LENGTH and any(len(word) > MAX_WORD_LENGTH for word in line.split())
 
 
+def has_enough_sentences(lines: list[str], sentence_splitter: Callable[[str], list[str]] = split_sentences) -> bool:
+    """Whether the lines hold >= MIN_NUM_SENTENCES Punkt sentences in total.
+
+    Every kept line is non-empty, so it holds at least one sentence: Punkt only needs to run when fewer lines
+    than the minimum survive. The decision equals summing Punkt counts over every line, as TFDS does.
+    """
+    if len(lines) >= MIN_NUM_SENTENCES:
+        return True
+    return sum(len(sentence_splitter(line)) for line in lines) >= MIN_NUM_SENTENCES
+
+
 def clean_page(page: Page, sentence_splitter: Callable[[str], list[str]] = split_sentences) -> Outcome:
     """C4's line and page heuristics, in TFDS order.
 
@@ -149,7 +160,6 @@ def clean_page(page: Page, sentence_splitter: Callable[[str], list[str]] = split
     lines = page.text.splitlines()
     counters: Counter[str] = Counter({"line-in": len(lines)})
     kept: list[str] = []
-    num_sentences = 0
 
     def drop_page(reason: str, lines_left: int) -> Outcome:
         counters[f"filtered:{reason}"] += 1
@@ -179,9 +189,8 @@ def clean_page(page: Page, sentence_splitter: Callable[[str], list[str]] = split
         if any(phrase in lowered for phrase in POLICY_SUBSTRINGS):
             counters["line-filtered:policy"] += 1
             continue
-        num_sentences += len(sentence_splitter(line))
         kept.append(line)
-    if num_sentences < MIN_NUM_SENTENCES:
+    if not has_enough_sentences(kept, sentence_splitter):
         return drop_page("too_few_sentences", len(kept))
     counters["line-passed"] += len(kept)
     counters["passed"] += 1
