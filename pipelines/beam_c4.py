@@ -95,24 +95,25 @@ class _ReadFile(beam.DoFn):
 class ApplyRule(beam.DoFn):
     """Run one rule on each element: pass on what it keeps, bump the counters it names."""
 
-    def __init__(self, rule: Callable[..., c4_rules.Outcome], namespace: str) -> None:
+    def __init__(self, rule: Callable[..., c4_rules.Outcome], namespace: str, **rule_args) -> None:
         self.rule = rule
         self.namespace = namespace
+        self.rule_args = rule_args
 
     def setup(self) -> None:
         self.counters = _CounterCache(self.namespace)
 
     def process(self, element) -> Iterator[Page]:
-        outcome = self.rule(element)
+        outcome = self.rule(element, **self.rule_args)
         for name, value in outcome.counters.items():
             self.counters.inc(name, value)
         if outcome.page is not None:
             yield outcome.page
 
 
-def apply_rule(rule: Callable[..., c4_rules.Outcome]) -> beam.ParDo:
-    """A ParDo running `rule` under its TFDS counter namespace."""
-    return beam.ParDo(ApplyRule(rule, c4_rules.NAMESPACES[rule.__name__]))
+def apply_rule(rule: Callable[..., c4_rules.Outcome], **rule_args) -> beam.ParDo:
+    """A ParDo running `rule` (with fixed keyword arguments) under its TFDS counter namespace."""
+    return beam.ParDo(ApplyRule(rule, c4_rules.NAMESPACES[rule.__name__], **rule_args))
 
 
 class _NewestPage(beam.CombineFn):
@@ -155,6 +156,35 @@ class DedupUrls(beam.PTransform):
             | "NewestPerUrl" >> beam.CombinePerKey(_NewestPage())
             | "CountDuplicates" >> beam.ParDo(_CountUrlDuplicates())
         )
+
+
+class JoinWebtextUrls(beam.PTransform):
+    """Keep pages whose normalised URL appears in the URL list files (one URL per line), as TFDS webtextlike."""
+
+    def __init__(self, url_files: list[str]) -> None:
+        super().__init__()
+        self.url_files = url_files
+
+    def expand(self, pages):
+        listed = (
+            pages.pipeline
+            | "UrlFiles" >> beam.Create(self.url_files)
+            | "ReadUrls" >> beam.io.ReadAllFromText()
+            | "SkipBlankUrls" >> beam.Filter(lambda url: url.strip() != "")
+            | "NormalizeUrls" >> beam.Map(lambda url: (c4_rules.normalize_url(url.strip()), 1))
+            | "CountListings" >> beam.CombinePerKey(sum)
+        )
+        keyed_pages = pages | "KeyByUrl" >> beam.Map(lambda page: (page.normalized_url, page))
+        return (
+            {"pages": keyed_pages, "listed": listed}
+            | "JoinOnUrl" >> beam.CoGroupByKey()
+            | "KeepListed" >> beam.ParDo(ApplyRule(_join_listed, c4_rules.NAMESPACES["join_webtext_urls"]))
+        )
+
+
+def _join_listed(url_and_groups) -> c4_rules.Outcome:
+    _, groups = url_and_groups
+    return c4_rules.join_webtext_urls(list(groups["pages"]), sum(groups["listed"]))
 
 
 def document_row(page: Page) -> dict:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import re
 from collections import Counter
 from dataclasses import replace
 from importlib import resources
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple
 
 from .records import Page, RawRecord, SourceFormat
 from .sentences import split_sentences
@@ -46,6 +47,8 @@ _NEWLINES_RE = re.compile(r"\r\n|\r|\n")
 NAMESPACES = {
     "parse_record": "split-wet-file",
     "check_length": "too-long-filter",
+    "check_realnews_domain": "realnews-domain-filter",
+    "join_webtext_urls": "webtextlike-filter",
     "clean_page": "clean-page",
     "check_english": "english-filter",
     "check_badwords": "badwords-filter",
@@ -65,6 +68,10 @@ def _passed(page: Page) -> Outcome:
 
 def _dropped(counter: str) -> Outcome:
     return Outcome(None, {counter: 1})
+
+
+def _package_data(name: str) -> str:
+    return resources.files(__package__).joinpath("data", name).read_text(encoding="utf-8")
 
 
 def md5_hex(text: str) -> str:
@@ -131,6 +138,47 @@ def select_newest_page(pages: Iterable[Page]) -> Page:
     return max(pages, key=page_recency_key)
 
 
+def load_realnews_domains(path: str | None = None) -> dict[str, bool | list[str]]:
+    """The RealNews domain map (grover @ 38f7184, vendored): registered domain -> True or allowed subdomains."""
+    if path is None:
+        text = _package_data("realnews/domain_to_allowed_subdomains.json")
+    else:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    return json.loads(text)
+
+
+@functools.cache
+def _domain_extractor():
+    import tldextract
+
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)  # bundled suffix list: never the network
+
+
+def check_realnews_domain(page: Page, allowed: Mapping[str, bool | list[str]]) -> Outcome:
+    """Keep pages from a RealNews domain (TFDS 3.1.0: matched on the normalised URL, so `www.` is gone).
+
+    The registered domain (tldextract, bundled suffix list) must be a key; a list value also requires the
+    subdomain to be exactly one of its strings.
+    """
+    parts = _domain_extractor()(page.normalized_url)
+    subdomains = allowed.get(f"{parts.domain}.{parts.suffix}")
+    if subdomains is None:
+        return _dropped("filtered:bad_domain")
+    if subdomains is not True and parts.subdomain not in subdomains:
+        return _dropped("filtered:bad_subdomain")
+    return _passed(page)
+
+
+def join_webtext_urls(pages: list[Page], num_listed_urls: int) -> Outcome:
+    """WebText-like join of one normalised URL: keep its page iff the URL is listed (counts as in TFDS)."""
+    if not pages:
+        return _dropped("missing-page")  # a listed URL with no crawled page
+    if not num_listed_urls:
+        return _dropped("filtered")
+    return _passed(select_newest_page(pages))
+
+
 def _has_too_long_word(line: str) -> bool:
     return len(line) > MAX_WORD_LENGTH and any(len(word) > MAX_WORD_LENGTH for word in line.split())
 
@@ -163,7 +211,8 @@ def clean_page(page: Page, sentence_splitter: Callable[[str], list[str]] = split
 
     def drop_page(reason: str, lines_left: int) -> Outcome:
         counters[f"filtered:{reason}"] += 1
-        counters["line-filtered:page_dropped"] += lines_left
+        if lines_left:
+            counters["line-filtered:page_dropped"] += lines_left
         return Outcome(None, dict(counters))
 
     for index, line in enumerate(lines):
@@ -242,7 +291,7 @@ def check_english(page: Page) -> Outcome:
 def load_badwords(path: str | None = None) -> frozenset[str]:
     """The bad-words list: stripped, non-empty lines of `path`, or of the vendored LDNOOBW English list."""
     if path is None:
-        text = resources.files(__package__).joinpath("data/badwords/en.txt").read_text(encoding="utf-8")
+        text = _package_data("badwords/en.txt")
     else:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()

@@ -1,0 +1,1 @@
+"""Named configuration presets shipped with c4prep (YAML files in config groups)."""

@@ -1,0 +1,306 @@
+"""Text deduplication across pages, two modes, as pure functions (see ../shared/reference/c4.md §9, §14, §15).
+
+- `lines` — released C4 (TFDS 2.3.1+/3.x, §9a): the unit is the whole line, keyed by the md5 of the stripped,
+  lowercased line; one page owns each line; every other copy, and every later copy inside the owner page, is
+  removed. Namespace `dedupe-lines`.
+- `sentences` — the T5 paper (TFDS 1.x, §9c): the unit is a window of up to three consecutive Punkt sentences
+  inside one line; one occurrence of each window is kept and every sentence covered by another occurrence is
+  removed. Namespace `dedupe-sentences`.
+- `none` — no text dedup (the driver skips the stage).
+
+Both modes have the same two-phase shape, and the in-memory references below and the Beam transforms in
+`beam_dedup.py` share every per-page function; they differ only in how the smallest claim per key is found:
+
+1. each page states its *claims*: `(key, claim)` with `claim = (md5_hex(url), url, occurrence)`, one per distinct
+   key of the page, `occurrence` being the position of the key's first occurrence in the page
+   (`line_claims`, `sentence_claims`);
+2. the owner of a key is its smallest claim (`smaller_claim`, an associative and commutative choice: a dict in
+   memory, a combiner in Beam, so a hot key never materialises the list of all its pages);
+3. each page gets back the keys it owns with the occurrence to keep (`{key: occurrence}`), and a per-page function
+   removes everything else (`remove_unowned_lines`, `remove_unowned_sentences`).
+
+Ownership is decided over ALL pages entering dedup, before any page is dropped (in this step or later), so text
+whose owner page is dropped vanishes from the corpus (TFDS behaviour, §9a).
+
+Ties: the owner is the page whose raw `url` has the smallest md5 hex (TFDS 3.1.0: "hash before comparison to
+avoid biasing by domain"); equal hashes fall back to the URL itself, then to the occurrence, so the choice never
+depends on input order. Pages must have distinct raw URLs — URL dedup upstream keeps one page per normalised URL,
+and equal raw URLs normalise equally — so two pages with the same raw URL are an upstream bug and raise
+`DuplicateUrlError` (in the reference and in Beam, where TFDS asserted the same) rather than silently letting both
+copies keep the text they "own".
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import replace
+from typing import Iterable, Iterator, Mapping, NamedTuple
+
+from .c4_rules import END_MARKS, MIN_NUM_SENTENCES, Outcome, md5_hex
+from .records import Page
+from .sentences import split_sentences
+
+DEDUP_MODES = ("lines", "sentences", "none")
+LINES_NAMESPACE = "dedupe-lines"
+SENTENCES_NAMESPACE = "dedupe-sentences"
+WINDOW_SIZE = 3  # sentences per window in `sentences` mode (TFDS 1.x `max_window_size`)
+
+# (md5 hex of the page's raw URL, the raw URL, occurrence of the key in that page); tuples compare in that order.
+Claim = tuple[str, str, int]
+
+
+class DuplicateUrlError(ValueError):
+    """Two pages with the same raw URL reached text dedup (URL dedup must run before it)."""
+
+
+# ------------------------------------------------------------------------------------------------ ownership
+
+
+def page_rank(page: Page) -> tuple[str, str]:
+    """How pages compete for a key: smallest md5 hex of the raw URL first, the URL itself breaks hash ties."""
+    return (md5_hex(page.url), page.url)
+
+
+def smaller_claim(first: Claim | None, second: Claim | None) -> Claim | None:
+    """The winning claim of two (`None` = no claim yet). Associative and commutative, hence combiner-safe."""
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return first if first <= second else second
+
+
+def claim_url(claim: Claim) -> str:
+    return claim[1]
+
+
+def claim_occurrence(claim: Claim) -> int:
+    return claim[2]
+
+
+def owned_by_url(owners: Mapping[str, Claim]) -> dict[str, dict[str, int]]:
+    """Invert `key -> winning claim` into `url -> {key: occurrence to keep}`."""
+    owned: dict[str, dict[str, int]] = defaultdict(dict)
+    for key, claim in owners.items():
+        owned[claim_url(claim)][key] = claim_occurrence(claim)
+    return dict(owned)
+
+
+def _first_claims(page: Page, keys: Iterable[str]) -> list[tuple[str, Claim]]:
+    url_md5 = md5_hex(page.url)
+    firsts: dict[str, int] = {}
+    for occurrence, key in enumerate(keys):
+        firsts.setdefault(key, occurrence)
+    return [(key, (url_md5, page.url, occurrence)) for key, occurrence in firsts.items()]
+
+
+def _nonzero(counters: Counter) -> dict[str, int]:
+    return {name: value for name, value in counters.items() if value}
+
+
+def _check_unique_urls(pages: list[Page]) -> None:
+    counts = Counter(page.url for page in pages)
+    repeated = sorted(url for url, count in counts.items() if count > 1)
+    if repeated:
+        raise DuplicateUrlError(f"{len(repeated)} raw URLs occur on more than one page, e.g. {repeated[0]!r}")
+
+
+def _reference(pages: Iterable[Page], claims, remove) -> tuple[list[Page], dict[str, int]]:
+    pages = list(pages)
+    _check_unique_urls(pages)
+    owners: dict[str, Claim] = {}
+    for page in pages:
+        for key, claim in claims(page):
+            owners[key] = smaller_claim(owners.get(key), claim)
+    owned = owned_by_url(owners)
+    kept: list[Page] = []
+    counters: Counter[str] = Counter()
+    for page in pages:
+        outcome = remove(page, owned.get(page.url, {}))
+        counters.update(outcome.counters)
+        if outcome.page is not None:
+            kept.append(outcome.page)
+    return kept, _nonzero(counters)
+
+
+# ------------------------------------------------------------------------------------------------ mode `lines`
+
+
+def page_lines(page: Page) -> list[str]:
+    """The lines line dedup works on: `text.split("\\n")` as TFDS 3.x (clean_page uses `splitlines()`, §14.10)."""
+    return page.text.split("\n")
+
+
+def line_key(line: str) -> str:
+    """md5 hex of the stripped, `str.lower()`-ed line (TFDS 2.3.1+; 2.3.0 lowered bytes, ASCII only)."""
+    return md5_hex(line.strip().lower())
+
+
+def line_keys(page: Page) -> list[str]:
+    """The key of every line of the page, in order."""
+    return [line_key(line) for line in page_lines(page)]
+
+
+def line_claims(page: Page) -> list[tuple[str, Claim]]:
+    """One claim per distinct line key of the page; the occurrence is the index of its first line."""
+    return _first_claims(page, line_keys(page))
+
+
+def remove_unowned_lines(
+    page: Page, owned: Mapping[str, int], min_num_sentences: int = MIN_NUM_SENTENCES
+) -> Outcome:
+    """TFDS 3.1.0's per-page step of line dedup, given the keys this page owns (`owned`: key -> first line index).
+
+    A line whose key the page does not own is dropped (`line-filtered:global_duplicate`), a later repeat of an
+    owned key is dropped (`line-filtered:local_duplicate`), other lines are kept with their original text. The
+    page is dropped when the kept lines join to "" (`filtered:empty`) or, with `min_num_sentences`, when Punkt
+    finds fewer sentences in the joined text (`filtered:too_few_sentences`; counted on the whole text, not per
+    line as in clean_page).
+
+    Counters reconcile as in `clean_page`: `line-in` = `line-passed` + every `line-filtered:*`, where
+    `line-filtered:page_dropped` counts the kept lines of dropped pages and `line-passed` counts lines of
+    surviving pages only (TFDS bumps `line-passed` before the page checks, so its count includes them).
+    """
+    lines = page_lines(page)
+    counters: Counter[str] = Counter({"line-in": len(lines)})
+    kept: list[str] = []
+    for index, line in enumerate(lines):
+        first = owned.get(line_key(line))
+        if first is None:
+            counters["line-filtered:global_duplicate"] += 1
+        elif first != index:
+            counters["line-filtered:local_duplicate"] += 1
+        else:
+            kept.append(line)
+    text = "\n".join(kept)
+    if not text:
+        reason = "empty"
+    elif min_num_sentences and len(split_sentences(text)) < min_num_sentences:
+        reason = "too_few_sentences"
+    else:
+        counters["line-passed"] += len(kept)
+        counters["passed"] += 1
+        return Outcome(replace(page, text=text), _nonzero(counters))
+    counters[f"filtered:{reason}"] += 1
+    counters["line-filtered:page_dropped"] += len(kept)
+    return Outcome(None, _nonzero(counters))
+
+
+def dedup_lines_reference(
+    pages: Iterable[Page], min_num_sentences: int = MIN_NUM_SENTENCES
+) -> tuple[list[Page], dict[str, int]]:
+    """Line dedup of a whole corpus in memory: the surviving pages (input order) and the summed counters."""
+    return _reference(
+        pages, line_claims, lambda page, owned: remove_unowned_lines(page, owned, min_num_sentences)
+    )
+
+
+# ------------------------------------------------------------------------------------------------ mode `sentences`
+
+
+class Window(NamedTuple):
+    """One occurrence of a sentence window: `size` sentences of line `line` from sentence `start` on."""
+
+    key: str
+    line: int
+    start: int
+    size: int
+
+
+def sentences_by_line(page: Page) -> list[list[str]]:
+    """Punkt sentences of each line of `text.splitlines()` (original case), as TFDS 1.x."""
+    return [split_sentences(line) for line in page.text.splitlines()]
+
+
+def window_key(sentences: Iterable[str]) -> str:
+    """md5 hex of the lowercased sentences joined by NUL (the TFDS 1.x key is the lowercased tuple itself)."""
+    return md5_hex("\x00".join(sentence.lower() for sentence in sentences))
+
+
+def line_windows(sentences: list[str], size: int = WINDOW_SIZE) -> Iterator[tuple[int, int]]:
+    """`(start, size)` of each window of a line: every run of `size` sentences, or ONE window of all the
+    sentences when the line has fewer. Windows made only of bare end marks (".", "?", "!", '"') are skipped, as is
+    the empty window of a sentence-free line."""
+    width = min(size, len(sentences))
+    for start in range(len(sentences) - width + 1):
+        if not all(sentence in END_MARKS for sentence in sentences[start : start + width]):
+            yield start, width
+
+
+def sentence_windows(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[Window]:
+    """Every window occurrence of a page (from `sentences_by_line`), in page order: its position in this list is
+    the occurrence number that claims and ownership refer to."""
+    return [
+        Window(window_key(sentences[start : start + width]), line, start, width)
+        for line, sentences in enumerate(lines)
+        for start, width in line_windows(sentences, size)
+    ]
+
+
+def sentence_claims(page: Page) -> list[tuple[str, Claim]]:
+    """One claim per distinct window key of the page; the occurrence is that of its first window."""
+    return _first_claims(page, (window.key for window in sentence_windows(sentences_by_line(page))))
+
+
+def remove_unowned_sentences(
+    page: Page,
+    owned: Mapping[str, int],
+    min_num_sentences: int = MIN_NUM_SENTENCES,
+    tfds_1x_quirk: bool = False,
+) -> Outcome:
+    """The per-page step of the paper's span dedup, given the windows this page keeps (`owned`: key -> occurrence).
+
+    Every window occurrence the page does not keep marks the sentences it covers; marked sentences are removed
+    (`sentence-filtered:duplicate`), a line left without sentences disappears, and the surviving sentences of a line
+    are re-joined with single spaces — TFDS 1.x lost the original intra-line spacing and c4prep keeps that
+    behaviour, so every page of this mode is re-spaced even when nothing was removed. The page is dropped when no
+    sentence is left (`filtered:empty`) or fewer than `min_num_sentences` are (`filtered:too_few_sentences`,
+    counted as the sum over lines, as TFDS 1.x).
+
+    The keeper page keeps exactly ONE copy of a window: its first occurrence (c4prep's deliberate fix). TFDS 1.x
+    skipped one entry per key in a list holding one entry per occurrence, so a window repeated inside its keeper
+    page was sent back to the keeper and vanished from the whole corpus; `tfds_1x_quirk=True` reproduces that (a
+    window is kept only if it occurs exactly once in its keeper page). As in TFDS, keeping an occurrence does not
+    protect its sentences from an overlapping window the page does not keep.
+
+    Counters reconcile: `sentence-in` = `sentence-passed` + `sentence-filtered:duplicate` +
+    `sentence-filtered:page_dropped` (sentences left in dropped pages); pages: `passed` + `filtered:*` = pages in.
+    """
+    lines = sentences_by_line(page)
+    windows = sentence_windows(lines)
+    repeats = Counter(window.key for window in windows) if tfds_1x_quirk else None
+    removed: list[set[int]] = [set() for _ in lines]
+    for occurrence, window in enumerate(windows):
+        keep = owned.get(window.key) == occurrence and (repeats is None or repeats[window.key] == 1)
+        if not keep:
+            removed[window.line].update(range(window.start, window.start + window.size))
+    counters: Counter[str] = Counter({"sentence-in": sum(len(sentences) for sentences in lines)})
+    new_lines: list[str] = []
+    remaining = 0
+    for sentences, gone in zip(lines, removed):
+        counters["sentence-filtered:duplicate"] += len(gone)
+        survivors = [sentence for index, sentence in enumerate(sentences) if index not in gone]
+        if survivors:
+            new_lines.append(" ".join(survivors))
+            remaining += len(survivors)
+    if remaining == 0:
+        reason = "empty"
+    elif remaining < min_num_sentences:
+        reason = "too_few_sentences"
+    else:
+        counters["sentence-passed"] += remaining
+        counters["passed"] += 1
+        return Outcome(replace(page, text="\n".join(new_lines)), _nonzero(counters))
+    counters[f"filtered:{reason}"] += 1
+    counters["sentence-filtered:page_dropped"] += remaining
+    return Outcome(None, _nonzero(counters))
+
+
+def dedup_sentences_reference(
+    pages: Iterable[Page], min_num_sentences: int = MIN_NUM_SENTENCES, tfds_1x_quirk: bool = False
+) -> tuple[list[Page], dict[str, int]]:
+    """Three-sentence-span dedup of a whole corpus in memory: surviving pages (input order) and summed counters."""
+    return _reference(
+        pages,
+        sentence_claims,
+        lambda page, owned: remove_unowned_sentences(page, owned, min_num_sentences, tfds_1x_quirk),
+    )

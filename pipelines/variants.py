@@ -1,0 +1,72 @@
+"""Corpus variants: named, editable YAML presets (`configs/corpus/*.yaml`) that choose the pipeline's stages."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+DEDUP_MODES = ("sentences", "lines", "none")
+BUNDLED = "bundled"
+
+
+class VariantError(ValueError):
+    """A variant name, file or setting is wrong (the message says which and what to do)."""
+
+
+@dataclass(frozen=True)
+class CorpusVariant:
+    """Which stages run. The rules' constants are C4's and are not configurable here."""
+
+    name: str
+    description: str = ""
+    clean: bool = True
+    dedup: str = "sentences"
+    near_dedup: bool = False
+    badwords: bool = True
+    realnews_domains: str | None = None
+    webtext_filter: bool = False
+    webtext_urls: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def preset_names() -> list[str]:
+    """Names of the bundled presets."""
+    folder = resources.files("c4prep.configs").joinpath("corpus")
+    return sorted(entry.name[: -len(".yaml")] for entry in folder.iterdir() if entry.name.endswith(".yaml"))
+
+
+def _preset_text(name_or_path: str) -> str:
+    path = Path(name_or_path)
+    if name_or_path.endswith((".yaml", ".yml")) or path.is_file():
+        if not path.is_file():
+            raise VariantError(f"variant file not found: {name_or_path}")
+        return path.read_text(encoding="utf-8")
+    if name_or_path not in preset_names():
+        raise VariantError(f"unknown variant {name_or_path!r}: use one of {', '.join(preset_names())} "
+                           "or the path of a YAML file")
+    return resources.files("c4prep.configs").joinpath("corpus", f"{name_or_path}.yaml").read_text(encoding="utf-8")
+
+
+def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) -> CorpusVariant:
+    """A bundled preset (by name) or a YAML file (by path), with `overrides` applied, validated."""
+    try:
+        config = OmegaConf.merge(OmegaConf.structured(CorpusVariant), OmegaConf.create(_preset_text(name_or_path)),
+                                 OmegaConf.create(dict(overrides or {})))
+        variant = CorpusVariant(**OmegaConf.to_container(config))
+    except OmegaConfBaseException as error:
+        raise VariantError(f"variant {name_or_path!r}: {str(error).splitlines()[0]}") from None
+    if variant.dedup not in DEDUP_MODES:
+        raise VariantError(f"variant {variant.name!r}: dedup must be one of {', '.join(DEDUP_MODES)}, "
+                           f"not {variant.dedup!r}")
+    if variant.webtext_filter and not variant.webtext_urls:
+        raise VariantError(f"variant {variant.name!r} keeps only listed URLs: pass --webtext-urls FILE "
+                           "(one URL per line; repeatable)")
+    if variant.realnews_domains not in (None, BUNDLED) and not Path(variant.realnews_domains).is_file():
+        raise VariantError(f"variant {variant.name!r}: realnews_domains file not found: {variant.realnews_domains}")
+    return variant
