@@ -6,7 +6,7 @@ import time
 
 import click
 
-DEFAULT_OUTPUT = "c4prep_data/c4/en"
+DEFAULT_OUTPUT = "c4prep_data/c4/en"  # later stages read from here by default
 
 
 def _parse_num_shards(value: str) -> int | None:
@@ -30,9 +30,18 @@ def _parse_num_shards(value: str) -> int | None:
               help="Beam runner: DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...")
 @click.option("--num-shards", default="auto", show_default=True,
               help="Shards per split, or 'auto' for the TFDS rule (64 MiB to 1 GiB per shard).")
+@click.option("--variant", default="en", show_default=True,
+              help="Corpus variant: en, en.noclean, en.noblocklist, realnewslike, webtextlike, or a YAML file path.")
+@click.option("--dedup", type=click.Choice(["sentences", "lines", "none"]),
+              help="Override the variant's text dedup: sentences (T5 paper), lines (released C4), none.")
+@click.option("--near-dedup/--no-near-dedup", default=None,
+              help="Override the variant's MinHash near-duplicate removal (an extra stage beyond C4).")
+@click.option("--webtext-urls", multiple=True, metavar="FILE",
+              help="URL list file (one URL per line) for the webtextlike variant; repeatable.")
 @click.pass_context
-def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, num_shards) -> None:
-    """Build the C4 `en` corpus: WET in, cleaned sharded Arrow out.
+def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, num_shards, variant, dedup,
+        near_dedup, webtext_urls) -> None:
+    """Build a C4 corpus (default: `en`): WET in, cleaned sharded Arrow out.
 
     Any other option (e.g. --project, --region, --temp_location, --direct_num_workers) is passed to Beam.
     """
@@ -40,14 +49,21 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
 
     from .funnel import format_funnel
     from .run_c4 import InputError, RunConfig, bundled_sample, run_c4
+    from .variants import VariantError, load_variant
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not inputs and not input_list:
         inputs = (bundled_sample(),)
         click.echo(f"No --input given: using the bundled sample {inputs[0]}")
+    overrides = {"dedup": dedup, "near_dedup": near_dedup, "webtext_urls": list(webtext_urls) or None}
+    overrides = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        corpus_variant = load_variant(variant, overrides)
+    except VariantError as error:
+        raise click.ClickException(str(error)) from None
     config = RunConfig(output=output, inputs=list(inputs), path_list=input_list, path_prefix=input_prefix,
-                       num_shards=_parse_num_shards(num_shards), runner=runner)
-    click.echo(f"Running the C4 en pipeline on {runner} -> {output}")
+                       num_shards=_parse_num_shards(num_shards), runner=runner, variant=corpus_variant)
+    click.echo(f"Running the C4 {corpus_variant.name} pipeline on {runner} -> {output}")
     started = time.monotonic()
     try:
         result = run_c4(config, ctx.args)

@@ -13,8 +13,12 @@ WRITE_NAMESPACE = "write-shards"
 PAGE_STAGES = (
     ("split-wet-file", "record validation (url, content, timestamp)"),
     ("too-long-filter", "page length <= 190,000 chars"),
+    ("realnews-domain-filter", "RealNews domains"),
     ("duplicate-url-filter", "URL dedup (newest timestamp wins)"),
+    ("webtextlike-filter", "URL in the WebText URL lists"),
     ("clean-page", "C4 line and page heuristics"),
+    ("dedupe-sentences", "three-sentence-span dedup (T5 paper)"),
+    ("dedupe-lines", "line dedup (released C4)"),
     ("english-filter", "langdetect English >= 0.99"),
     ("badwords-filter", "bad-words list"),
 )

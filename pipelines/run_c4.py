@@ -17,8 +17,10 @@ from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, write_shard
 
 from . import c4_rules
-from .beam_c4 import INFO_SUFFIX, SPLITS, DedupUrls, ReadInputFiles, WriteDocumentShards, apply_rule
+from .beam_dedup import dedup_transform
+from .beam_c4 import INFO_SUFFIX, SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
 from .funnel import Counters, Funnel, build_funnel
+from .variants import BUNDLED, CorpusVariant, load_variant
 
 LOGGER = logging.getLogger(__name__)
 REMOTE_RUNNERS = ("DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
@@ -38,7 +40,7 @@ class RunConfig:
     path_prefix: str = ""
     num_shards: int | None = None  # None: TFDS rule on each split's size
     runner: str = "DirectRunner"
-    variant: str = "en"
+    variant: CorpusVariant = field(default_factory=lambda: load_variant("en"))
 
 
 @dataclass
@@ -64,17 +66,29 @@ def check_inputs(config: RunConfig) -> None:
 
 
 def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str):
-    """Apply the C4 `en` stages in the reference order; returns the written shard descriptions."""
+    """Apply the variant's stages in the reference order; returns the written shard descriptions."""
+    variant = config.variant
     pages = (
         pipeline
         | "ReadInput" >> ReadInputFiles(config.inputs, config.path_list, config.path_prefix)
         | "ParseRecord" >> apply_rule(c4_rules.parse_record)
         | "CheckLength" >> apply_rule(c4_rules.check_length)
-        | "DedupUrls" >> DedupUrls()
-        | "CleanPage" >> apply_rule(c4_rules.clean_page)
-        | "CheckEnglish" >> apply_rule(c4_rules.check_english)
-        | "CheckBadwords" >> apply_rule(c4_rules.check_badwords)
     )
+    if variant.realnews_domains:
+        path = None if variant.realnews_domains == BUNDLED else variant.realnews_domains
+        domains = c4_rules.load_realnews_domains(path)
+        pages = pages | "CheckRealnewsDomain" >> apply_rule(c4_rules.check_realnews_domain, allowed=domains)
+    pages = pages | "DedupUrls" >> DedupUrls()
+    if variant.webtext_filter:
+        pages = pages | "JoinWebtextUrls" >> JoinWebtextUrls(variant.webtext_urls)
+    if variant.clean:
+        pages = pages | "CleanPage" >> apply_rule(c4_rules.clean_page)
+    text_dedup = dedup_transform(variant.dedup, c4_rules.MIN_NUM_SENTENCES if variant.clean else 0)
+    if text_dedup is not None:
+        pages = pages | "DedupText" >> text_dedup
+    pages = pages | "CheckEnglish" >> apply_rule(c4_rules.check_english)
+    if variant.badwords:
+        pages = pages | "CheckBadwords" >> apply_rule(c4_rules.check_badwords)
     return pages | "WriteShards" >> WriteDocumentShards(staging_dir, config.num_shards)
 
 
@@ -147,7 +161,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     manifest = build_manifest(
         DOCUMENT_SCHEMA,
         infos,
-        config={**asdict(config), "rules": "TFDS c4 3.1.0 (en)", "package_version": __version__},
+        config={**asdict(config), "rules": "TFDS c4 3.1.0", "package_version": __version__},
         counters=counters,
         extra={"funnel": funnel.to_dict()},
     )

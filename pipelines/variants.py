@@ -9,7 +9,8 @@ from typing import Any, Mapping
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-DEDUP_MODES = ("sentences", "lines", "none")
+from .dedup import DEDUP_MODES
+
 BUNDLED = "bundled"
 
 

@@ -1,0 +1,148 @@
+"""Apache Beam glue for text dedup: wires the pure functions of `dedup.py` (modes `lines` and `sentences`).
+
+Shape of both transforms (the per-page functions are the ones the in-memory references use):
+
+    pages ─ FlatMap(claims) ─ CombinePerKey(smallest claim) ─ Map(-> (owner url, (key, occurrence))) ─┐
+    pages ─ Map(-> (url, page)) ─────────────────────────────────────────────────── CoGroupByKey(url) ┴─ ParDo(remove)
+
+The combiner keeps ONE claim per key and is associative and commutative, so Beam lifts it before the shuffle:
+each bundle pre-combines its claims and a key shared by millions of pages never has the list of its pages
+materialised on one worker (the failure of TFDS 2.2's GroupByKey, tensorflow/datasets#1473, fixed by PR #2201).
+The join is by raw URL; a URL with more than one page raises `dedup.DuplicateUrlError` (see `dedup.py`).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, Iterator
+
+import apache_beam as beam
+
+from . import dedup
+from .beam_c4 import _CounterCache
+from .c4_rules import MIN_NUM_SENTENCES, Outcome
+from .records import Page
+
+
+class SmallestClaim(beam.CombineFn):
+    """Per key, the smallest claim `(md5(url), url, occurrence)`; the accumulator is one claim (or None)."""
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, accumulator, claim):
+        return dedup.smaller_claim(accumulator, claim)
+
+    def add_inputs(self, accumulator, claims):
+        for claim in claims:
+            accumulator = dedup.smaller_claim(accumulator, claim)
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        merged = None
+        for accumulator in accumulators:
+            merged = dedup.smaller_claim(merged, accumulator)
+        return merged
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+def _to_owner(key: str, claim: dedup.Claim) -> tuple[str, tuple[str, int]]:
+    return dedup.claim_url(claim), (key, dedup.claim_occurrence(claim))
+
+
+def _key_by_url(page: Page) -> tuple[str, Page]:
+    return page.url, page
+
+
+class _RemoveUnowned(beam.DoFn):
+    """Joined `(url, {"page": [page], "owned": [(key, occurrence), ...]})` -> the page after the removal rule."""
+
+    def __init__(self, remove: Callable[..., Outcome], namespace: str) -> None:
+        self.remove = remove
+        self.namespace = namespace
+
+    def setup(self) -> None:
+        self.counters = _CounterCache(self.namespace)
+
+    def process(self, joined) -> Iterator[Page]:
+        url, groups = joined
+        pages = list(groups["page"])
+        if not pages:  # only reachable if a claim came from elsewhere: nothing to emit
+            return
+        if len(pages) > 1:
+            raise dedup.DuplicateUrlError(f"{len(pages)} pages share the raw URL {url!r}; run URL dedup first")
+        outcome = self.remove(pages[0], dict(groups["owned"]))
+        for name, value in outcome.counters.items():
+            self.counters.inc(name, value)
+        if outcome.page is not None:
+            yield outcome.page
+
+
+class _OwnershipDedup(beam.PTransform):
+    """Claims -> smallest claim per key (combiner) -> back to the owner page -> per-page removal."""
+
+    claims: Callable[[Page], list]  # set by subclasses (a staticmethod of `dedup`)
+    namespace: str
+
+    def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES) -> None:
+        super().__init__()
+        self.min_num_sentences = min_num_sentences
+
+    def remover(self) -> Callable[[Page, dict[str, int]], Outcome]:
+        """The per-page removal function, picklable (a partial of a module-level function)."""
+        raise NotImplementedError
+
+    def expand(self, pages):
+        owned = (
+            pages
+            | "EmitClaims" >> beam.FlatMap(type(self).claims)
+            | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaim())
+            | "ToOwner" >> beam.MapTuple(_to_owner)
+        )
+        keyed_pages = pages | "KeyByUrl" >> beam.Map(_key_by_url)
+        return (
+            {"page": keyed_pages, "owned": owned}
+            | "JoinByUrl" >> beam.CoGroupByKey()
+            | "RemoveUnowned" >> beam.ParDo(_RemoveUnowned(self.remover(), self.namespace))
+        )
+
+
+class DedupLines(_OwnershipDedup):
+    """Released-C4 line dedup (TFDS 3.1.0, `dedup.remove_unowned_lines`): PCollection[Page] -> PCollection[Page]."""
+
+    claims = staticmethod(dedup.line_claims)
+    namespace = dedup.LINES_NAMESPACE
+
+    def remover(self):
+        return functools.partial(dedup.remove_unowned_lines, min_num_sentences=self.min_num_sentences)
+
+
+class DedupSentences(_OwnershipDedup):
+    """The paper's three-sentence-span dedup (TFDS 1.x, `dedup.remove_unowned_sentences`), with c4prep's fix of
+    the repeated-window quirk unless `tfds_1x_quirk=True`: PCollection[Page] -> PCollection[Page]."""
+
+    claims = staticmethod(dedup.sentence_claims)
+    namespace = dedup.SENTENCES_NAMESPACE
+
+    def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES, tfds_1x_quirk: bool = False) -> None:
+        super().__init__(min_num_sentences)
+        self.tfds_1x_quirk = tfds_1x_quirk
+
+    def remover(self):
+        return functools.partial(
+            dedup.remove_unowned_sentences,
+            min_num_sentences=self.min_num_sentences,
+            tfds_1x_quirk=self.tfds_1x_quirk,
+        )
+
+
+def dedup_transform(mode: str, min_num_sentences: int = MIN_NUM_SENTENCES) -> beam.PTransform | None:
+    """The transform of a `dedup.DEDUP_MODES` mode; None for `none` (skip the stage)."""
+    if mode == "lines":
+        return DedupLines(min_num_sentences)
+    if mode == "sentences":
+        return DedupSentences(min_num_sentences)
+    if mode == "none":
+        return None
+    raise ValueError(f"unknown dedup mode {mode!r}; expected one of {dedup.DEDUP_MODES}")
