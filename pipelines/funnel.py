@@ -21,6 +21,7 @@ PAGE_STAGES = (
     ("dedupe-lines", "line dedup (released C4)"),
     ("english-filter", "langdetect English >= 0.99"),
     ("badwords-filter", "bad-words list"),
+    ("near-dedup", "MinHash near-duplicate removal"),
 )
 
 

@@ -18,6 +18,7 @@ from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, wri
 
 from . import c4_rules
 from .beam_dedup import dedup_transform
+from .beam_near_dedup import NearDedup
 from .beam_c4 import INFO_SUFFIX, SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
 from .funnel import Counters, Funnel, build_funnel
 from .variants import BUNDLED, CorpusVariant, load_variant
@@ -89,6 +90,8 @@ def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: s
     pages = pages | "CheckEnglish" >> apply_rule(c4_rules.check_english)
     if variant.badwords:
         pages = pages | "CheckBadwords" >> apply_rule(c4_rules.check_badwords)
+    if variant.near_dedup:  # last, so that every near-duplicate cluster keeps a page that is really published
+        pages = pages | "NearDedup" >> NearDedup()
     return pages | "WriteShards" >> WriteDocumentShards(staging_dir, config.num_shards)
 
 

@@ -145,3 +145,23 @@ def test_noblocklist_is_a_superset_of_en(tmp_path, webdata):
     dropped_by_badwords = read_manifest(str(tmp_path / "en")).counters["badwords-filter"]["filtered"]
     assert outputs["en"] < outputs["en.noblocklist"]
     assert len(outputs["en.noblocklist"]) - len(outputs["en"]) == dropped_by_badwords > 0
+
+
+def test_near_dedup_stage_in_the_pipeline(tmp_path, c4_texts):
+    """Re-posted copies of real documents under other URLs (one extra line) are removed; one copy survives."""
+    long_texts = [text for text in c4_texts if len(text.split()) >= 200][:10]  # one line is a small change
+    assert len(long_texts) == 10
+    originals = [(f"https://site-{i}.example.com/post", text) for i, text in enumerate(long_texts)]
+    reposts = [(f"https://mirror-{i}.example.net/copy", text + "\nShared from the original site with thanks.")
+               for i, text in enumerate(long_texts[:5])]
+    config = RunConfig(output=str(tmp_path / "out"),
+                       inputs=[write_jsonl(tmp_path / "pages.jsonl", originals + reposts)],
+                       variant=load_variant("en", {"dedup": "none", "near_dedup": True}))
+    result = run_c4(config)
+    counters = read_manifest(config.output).counters["near-dedup"]
+    assert counters["filtered:near_duplicate"] == 5 and counters["clusters"] == 5
+    assert result.funnel.pages_out == 10 and result.funnel.reconciled
+    kept = output_urls(tmp_path / "out")
+    for i in range(5):  # exactly one page of each pair survives: the one whose URL has the smaller md5
+        pair = {originals[i][0], reposts[i][0]}
+        assert kept & pair == {min(pair, key=c4_rules.md5_hex)}
