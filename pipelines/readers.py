@@ -212,11 +212,9 @@ def _read_wet(path: str, stream: BinaryIO, max_bytes: int) -> Iterator[RawRecord
             if len(body) < length:
                 yield ReadProblem(path, "truncated_record", f"{where} ends after {len(body)} of its {length} bytes.")
                 continue
-            try:
-                text = body.decode("utf-8")
-            except UnicodeDecodeError as error:
-                reason = f"{error.reason} at byte {error.start}"
-                yield ReadProblem(path, "invalid_utf8", f"{where} is not valid UTF-8 ({reason}).")
+            text = _decode_utf8(body, path, where)
+            if isinstance(text, ReadProblem):
+                yield text
                 continue
             held = RawRecord(
                 source_format=SourceFormat.WET,
@@ -244,6 +242,14 @@ def _read_wet(path: str, stream: BinaryIO, max_bytes: int) -> Iterator[RawRecord
         yield ReadProblem(path, "empty_file", f"{path} holds no WARC records.")
 
 
+def _decode_utf8(data: bytes, path: str, where: str) -> str | ReadProblem:
+    """Strict UTF-8, or the problem that says where the bad byte is."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return ReadProblem(path, "invalid_utf8", f"{where} is not valid UTF-8 ({error.reason} at byte {error.start}).")
+
+
 def _read_jsonl(path: str, stream: BinaryIO, max_bytes: int) -> Iterator[RawRecord | ReadProblem]:
     """One document per line: `text`, `url`, `timestamp` (C4); Dolma's `metadata.url` and `created` as fallbacks."""
     number = 0
@@ -255,11 +261,9 @@ def _read_jsonl(path: str, stream: BinaryIO, max_bytes: int) -> Iterator[RawReco
                 pass
             yield ReadProblem(path, "oversized_record", f"{where} is over the {max_bytes}-byte limit.")
             continue
-        try:
-            decoded = line.decode("utf-8")
-        except UnicodeDecodeError as error:
-            reason = f"{error.reason} at byte {error.start}"
-            yield ReadProblem(path, "invalid_utf8", f"{where} is not valid UTF-8 ({reason}).")
+        decoded = _decode_utf8(line, path, where)
+        if isinstance(decoded, ReadProblem):
+            yield decoded
             continue
         if not decoded.strip():
             continue
@@ -304,10 +308,9 @@ def _read_text(
     if len(data) > max_bytes:
         yield ReadProblem(path, "oversized_record", f"{path} is over the {max_bytes}-byte limit.")
         return
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        yield ReadProblem(path, "invalid_utf8", f"{path} is not valid UTF-8 ({error.reason} at byte {error.start}).")
+    text = _decode_utf8(data, path, path)
+    if isinstance(text, ReadProblem):
+        yield text
         return
     modified = datetime.fromtimestamp(modified_time(path), timezone.utc)
     yield RawRecord(
