@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import replace
-from typing import Iterable, Iterator, Mapping, NamedTuple
+from typing import Container, Iterable, Iterator, Mapping, NamedTuple
 
 from .c4_rules import END_MARKS, MIN_NUM_SENTENCES, Outcome, md5_hex
 from .records import Page
@@ -86,11 +86,11 @@ def owned_by_url(owners: Mapping[str, Claim]) -> dict[str, dict[str, int]]:
 
 
 def _first_claims(page: Page, keys: Iterable[str]) -> list[tuple[str, Claim]]:
-    url_md5 = md5_hex(page.url)
+    url_md5, url = page_rank(page)
     firsts: dict[str, int] = {}
     for occurrence, key in enumerate(keys):
         firsts.setdefault(key, occurrence)
-    return [(key, (url_md5, page.url, occurrence)) for key, occurrence in firsts.items()]
+    return [(key, (url_md5, url, occurrence)) for key, occurrence in firsts.items()]
 
 
 def _nonzero(counters: Counter) -> dict[str, int]:
@@ -146,9 +146,10 @@ def line_claims(page: Page) -> list[tuple[str, Claim]]:
 
 
 def remove_unowned_lines(
-    page: Page, owned: Mapping[str, int], min_num_sentences: int = MIN_NUM_SENTENCES
+    page: Page, owned: Container[str], min_num_sentences: int = MIN_NUM_SENTENCES
 ) -> Outcome:
-    """TFDS 3.1.0's per-page step of line dedup, given the keys this page owns (`owned`: key -> first line index).
+    """TFDS 3.1.0's per-page step of line dedup, given the line keys this page owns (a set, or the `{key: first
+    line index}` that ownership yields: the owner always keeps the first occurrence of its line).
 
     A line whose key the page does not own is dropped (`line-filtered:global_duplicate`), a later repeat of an
     owned key is dropped (`line-filtered:local_duplicate`), other lines are kept with their original text. The
@@ -163,14 +164,16 @@ def remove_unowned_lines(
     lines = page_lines(page)
     counters: Counter[str] = Counter({"line-in": len(lines)})
     kept: list[str] = []
-    for index, line in enumerate(lines):
-        first = owned.get(line_key(line))
-        if first is None:
+    seen: set[str] = set()
+    for line in lines:
+        key = line_key(line)
+        if key not in owned:
             counters["line-filtered:global_duplicate"] += 1
-        elif first != index:
+        elif key in seen:
             counters["line-filtered:local_duplicate"] += 1
         else:
             kept.append(line)
+            seen.add(key)
     text = "\n".join(kept)
     if not text:
         reason = "empty"
@@ -196,6 +199,12 @@ def dedup_lines_reference(
 
 # ------------------------------------------------------------------------------------------------ mode `sentences`
 
+# Differences from TFDS 1.x, all deliberate: pages compete with their raw URL (1.x used its PCollection key, the
+# normalised URL) like mode `lines` and TFDS 3.1.0; a window repeated inside its keeper page keeps its first copy
+# (see `remove_unowned_sentences`; `tfds_1x_quirk=True` restores 1.x); a page left without sentences is dropped
+# as `filtered:empty` even with `min_num_sentences=0`; counters use this project's names (1.x:
+# `emitted-sentences-duplicate`, `filtered-sentence-duplicate`, `filtered-doc-toofewsentences`).
+
 
 class Window(NamedTuple):
     """One occurrence of a sentence window: `size` sentences of line `line` from sentence `start` on."""
@@ -212,7 +221,10 @@ def sentences_by_line(page: Page) -> list[list[str]]:
 
 
 def window_key(sentences: Iterable[str]) -> str:
-    """md5 hex of the lowercased sentences joined by NUL (the TFDS 1.x key is the lowercased tuple itself)."""
+    """md5 hex of the lowercased sentences joined by NUL (the TFDS 1.x key is the lowercased tuple itself; a NUL
+    inside a sentence could make two tuples share a key, which web text after WET parsing does not have).
+    Sentences are not stripped: Punkt keeps a line's leading whitespace in its first sentence, as in TFDS, and
+    clean_page has stripped every line before dedup anyway."""
     return md5_hex("\x00".join(sentence.lower() for sentence in sentences))
 
 
