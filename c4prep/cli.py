@@ -3,6 +3,7 @@ import click
 
 from c4prep import __version__
 from c4prep.pipelines.cli import run
+from c4prep.tokenization.cli import tokenize, vocab
 
 
 @click.group()
@@ -12,3 +13,5 @@ def main() -> None:
 
 
 main.add_command(run)
+main.add_command(vocab)
+main.add_command(tokenize)

@@ -6,18 +6,16 @@ counters into Beam metrics (namespace and name as in TFDS) so that the driver ca
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-from dataclasses import asdict
 from typing import Callable, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.metrics import Metrics
 
+from c4prep.beam_runs import CounterCache, write_info_file
 from c4prep.schemas import DOCUMENT_SCHEMA
-from c4prep.shards import ShardInfo, atomic_output, batched, join_uri, num_shards_for, shard_name, write_shard
+from c4prep.shards import batched, join_uri, num_shards_for, shard_name, write_shard
 
 from . import c4_rules
 from .funnel import READ_NAMESPACE, WRITE_NAMESPACE
@@ -26,21 +24,6 @@ from .records import Page, RawRecord
 
 LOGGER = logging.getLogger(__name__)
 SPLITS = ("train", "validation")
-INFO_SUFFIX = ".info.json"
-
-
-class _CounterCache:
-    """Beam counters of one namespace, created once per worker."""
-
-    def __init__(self, namespace: str) -> None:
-        self.namespace = namespace
-        self._counters: dict = {}
-
-    def inc(self, name: str, value: int = 1) -> None:
-        counter = self._counters.get(name)
-        if counter is None:
-            counter = self._counters[name] = Metrics.counter(self.namespace, name)
-        counter.inc(value)
 
 
 class ReadInputFiles(beam.PTransform):
@@ -79,7 +62,7 @@ class ReadInputFiles(beam.PTransform):
 
 class _ReadFile(beam.DoFn):
     def setup(self) -> None:
-        self.counters = _CounterCache(READ_NAMESPACE)
+        self.counters = CounterCache(READ_NAMESPACE)
 
     def process(self, path: str) -> Iterator[RawRecord]:
         self.counters.inc("files")
@@ -101,7 +84,7 @@ class ApplyRule(beam.DoFn):
         self.rule_args = rule_args
 
     def setup(self) -> None:
-        self.counters = _CounterCache(self.namespace)
+        self.counters = CounterCache(self.namespace)
 
     def process(self, element) -> Iterator[Page]:
         outcome = self.rule(element, **self.rule_args)
@@ -136,7 +119,7 @@ class _NewestPage(beam.CombineFn):
 
 class _CountUrlDuplicates(beam.DoFn):
     def setup(self) -> None:
-        self.counters = _CounterCache("duplicate-url-filter")
+        self.counters = CounterCache("duplicate-url-filter")
 
     def process(self, keyed_best) -> Iterator[Page]:
         _, (page, count) = keyed_best
@@ -259,7 +242,7 @@ class _WriteShard(beam.DoFn):
         self.staging_dir = staging_dir
 
     def setup(self) -> None:
-        self.counters = _CounterCache(WRITE_NAMESPACE)
+        self.counters = CounterCache(WRITE_NAMESPACE)
 
     def process(self, shard_rows) -> Iterator[dict]:
         (split, index, count), rows = shard_rows
@@ -270,9 +253,3 @@ class _WriteShard(beam.DoFn):
         self.counters.inc(f"examples:{split}", len(rows))
         self.counters.inc("lines", sum(row["text"].count("\n") + 1 for row in rows))
         yield {"name": info.name, "num_rows": info.num_rows}
-
-
-def write_info_file(directory: str, info: ShardInfo) -> None:
-    """Record a written shard's stats next to it so the driver can build the manifest without reading shards."""
-    with atomic_output(join_uri(directory, info.name + INFO_SUFFIX)) as stream:
-        stream.write(json.dumps(asdict(info), sort_keys=True).encode("utf-8"))

@@ -17,8 +17,9 @@ from typing import Callable, Iterator
 
 import apache_beam as beam
 
+from c4prep.beam_runs import CounterCache
+
 from . import dedup
-from .beam_c4 import _CounterCache
 from .c4_rules import MIN_NUM_SENTENCES, Outcome
 from .records import Page
 
@@ -63,7 +64,7 @@ class _RemoveUnowned(beam.DoFn):
         self.namespace = namespace
 
     def setup(self) -> None:
-        self.counters = _CounterCache(self.namespace)
+        self.counters = CounterCache(self.namespace)
 
     def process(self, joined) -> Iterator[Page]:
         url, groups = joined

@@ -20,8 +20,9 @@ from typing import Iterator
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
+from c4prep.beam_runs import CounterCache
+
 from . import near_dedup
-from .beam_c4 import _CounterCache
 from .near_dedup import NAMESPACE, NearDedupConfig, NodeState
 from .records import Page
 
@@ -38,7 +39,7 @@ class _BucketPairs(beam.DoFn):
         self.config = config
 
     def setup(self) -> None:
-        self.counters = _CounterCache(NAMESPACE)
+        self.counters = CounterCache(NAMESPACE)
 
     def process(self, bucket) -> Iterator:
         _, members = bucket
@@ -56,7 +57,7 @@ class _NodeNeighbours(beam.DoFn):
     its smaller end, and starts label propagation for documents with at least one verified pair."""
 
     def setup(self) -> None:
-        self.counters = _CounterCache(NAMESPACE)
+        self.counters = CounterCache(NAMESPACE)
 
     def process(self, node_pairs) -> Iterator:
         node, pairs = node_pairs
@@ -106,7 +107,7 @@ class _CheckRounds(beam.DoFn):
         self.max_rounds = max_rounds
 
     def setup(self) -> None:
-        self.counters = _CounterCache(NAMESPACE)
+        self.counters = CounterCache(NAMESPACE)
 
     def process(self, rounds: int) -> Iterator:
         self.counters.inc("propagation-rounds", rounds)
@@ -118,7 +119,7 @@ class _Decide(beam.DoFn):
     """Counts clusters (one per component: its smallest member) and emits the members to drop."""
 
     def setup(self) -> None:
-        self.counters = _CounterCache(NAMESPACE)
+        self.counters = CounterCache(NAMESPACE)
 
     def process(self, node_state) -> Iterator:
         node, state = node_state
@@ -130,7 +131,7 @@ class _Decide(beam.DoFn):
 
 class _KeepOrDrop(beam.DoFn):
     def setup(self) -> None:
-        self.counters = _CounterCache(NAMESPACE)
+        self.counters = CounterCache(NAMESPACE)
 
     def process(self, joined) -> Iterator[Page]:
         key, groups = joined

@@ -45,6 +45,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
 
     Any other option (e.g. --project, --region, --temp_location, --direct_num_workers) is passed to Beam.
     """
+    from c4prep.beam_runs import RunnerSetupError
     from c4prep.manifest import ManifestError
 
     from .funnel import format_funnel
@@ -67,7 +68,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     started = time.monotonic()
     try:
         result = run_c4(config, ctx.args)
-    except (InputError, ManifestError) as error:
+    except (InputError, ManifestError, RunnerSetupError) as error:
         raise click.ClickException(str(error)) from None
     elapsed = time.monotonic() - started
     click.echo("\n" + format_funnel(result.funnel))

@@ -1,17 +1,15 @@
 """Driver of the C4 pipeline: check the inputs, build and run the Beam job, commit shards and manifest."""
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import asdict, dataclass, field
 from importlib import resources
-from pathlib import Path
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 
 from c4prep import __version__
+from c4prep.beam_runs import collect_counters, pipeline_options, read_shard_infos
 from c4prep.manifest import Manifest, build_manifest, commit_output, new_staging_uri, remove_stale_staging
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, write_shard
@@ -19,12 +17,11 @@ from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, wri
 from . import c4_rules
 from .beam_dedup import dedup_transform
 from .beam_near_dedup import NearDedup
-from .beam_c4 import INFO_SUFFIX, SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
-from .funnel import Counters, Funnel, build_funnel
+from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
+from .funnel import Funnel, build_funnel
 from .variants import BUNDLED, CorpusVariant, load_variant
 
 LOGGER = logging.getLogger(__name__)
-REMOTE_RUNNERS = ("DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
 
 
 class InputError(ValueError):
@@ -95,42 +92,6 @@ def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: s
     return pages | "WriteShards" >> WriteDocumentShards(staging_dir, config.num_shards)
 
 
-def pipeline_options(config: RunConfig, beam_args: list[str]) -> PipelineOptions:
-    """Beam options: the runner plus every pass-through flag; remote runners get the package shipped."""
-    options = PipelineOptions(["--runner", config.runner, *beam_args])
-    setup = options.view_as(SetupOptions)
-    remote = config.runner in REMOTE_RUNNERS
-    if remote and not setup.setup_file and not options.get_all_options().get("sdk_container_image"):
-        setup_file = Path(__file__).resolve().parents[1] / "setup.py"
-        if not setup_file.is_file():
-            raise InputError(
-                f"{config.runner} workers need the c4prep package: pass --setup_file PATH/TO/setup.py "
-                "(from a c4prep checkout) or --sdk_container_image (see docker/)"
-            )
-        setup.setup_file = str(setup_file)
-    options.view_as(StandardOptions).runner = config.runner
-    return options
-
-
-def collect_counters(result) -> Counters:
-    """Beam counters summed over steps: namespace -> name -> value."""
-    counters: Counters = {}
-    for metric in result.metrics().query()["counters"]:
-        value = metric.committed if metric.committed is not None else metric.attempted
-        names = counters.setdefault(metric.key.metric.namespace, {})
-        names[metric.key.metric.name] = names.get(metric.key.metric.name, 0) + int(value or 0)
-    return {namespace: dict(sorted(names.items())) for namespace, names in sorted(counters.items())}
-
-
-def read_shard_infos(staging_dir: str) -> list[ShardInfo]:
-    """Stats of the shards the workers wrote, from their `.info.json` files."""
-    infos = []
-    for metadata in FileSystems.match([join_uri(staging_dir, "*" + INFO_SUFFIX)])[0].metadata_list:
-        with FileSystems.open(metadata.path) as handle:
-            infos.append(ShardInfo(**json.loads(handle.read())))
-    return infos
-
-
 def complete_empty_shards(staging_dir: str, infos: list[ShardInfo], num_shards: int | None) -> list[ShardInfo]:
     """Write the empty shards no document hashed to, so every split has its full `-of-N` set."""
     counts = {split: num_shards or 1 for split in SPLITS}
@@ -151,7 +112,7 @@ def complete_empty_shards(staging_dir: str, infos: list[ShardInfo], num_shards: 
 def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     """Run the pipeline to completion and atomically replace `config.output` with its shards and manifest."""
     check_inputs(config)
-    options = pipeline_options(config, list(beam_args or []))
+    options = pipeline_options(config.runner, list(beam_args or []))
     remove_stale_staging(config.output)
     staging_dir = new_staging_uri(config.output)
     pipeline = beam.Pipeline(options=options)

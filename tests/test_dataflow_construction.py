@@ -3,7 +3,8 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import GoogleCloudOptions, SetupOptions
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 
-from c4prep.pipelines.run_c4 import RunConfig, build_c4_pipeline, pipeline_options
+from c4prep.beam_runs import pipeline_options
+from c4prep.pipelines.run_c4 import RunConfig, build_c4_pipeline
 
 GCP_ARGS = ["--project=my-project", "--region=us-central1", "--temp_location=gs://my-bucket/tmp"]
 
@@ -14,19 +15,19 @@ def dataflow_config() -> RunConfig:
 
 
 def test_dataflow_options_ship_the_package():
-    options = pipeline_options(dataflow_config(), GCP_ARGS)
+    options = pipeline_options("DataflowRunner", GCP_ARGS)
     assert options.view_as(SetupOptions).setup_file.endswith("setup.py")
     cloud = options.view_as(GoogleCloudOptions)
     assert (cloud.project, cloud.region, cloud.temp_location) == ("my-project", "us-central1", "gs://my-bucket/tmp")
 
 
 def test_explicit_container_image_is_respected():
-    options = pipeline_options(dataflow_config(), GCP_ARGS + ["--sdk_container_image=example/c4prep-worker:1"])
+    options = pipeline_options("DataflowRunner", GCP_ARGS + ["--sdk_container_image=example/c4prep-worker:1"])
     assert options.view_as(SetupOptions).setup_file is None
 
 
 def test_pipeline_constructs_for_dataflow_with_a_small_graph():
-    pipeline = beam.Pipeline(options=pipeline_options(dataflow_config(), GCP_ARGS))
+    pipeline = beam.Pipeline(options=pipeline_options("DataflowRunner", GCP_ARGS))
     assert isinstance(pipeline.runner, DataflowRunner)
     build_c4_pipeline(pipeline, dataflow_config(), "gs://my-bucket/c4/en/.staging-test")
     graph = pipeline.to_runner_api()

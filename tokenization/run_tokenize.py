@@ -1,0 +1,140 @@
+"""`c4prep tokenize`: a Beam job turning document shards into token shards, one token shard per document shard.
+
+Token shard ``i`` of split ``s`` holds the documents of document shard ``i`` of split ``s``, in the same row
+order, so the output never depends on the runner or worker count. Shards are written into a staging folder and
+published with :func:`c4prep.manifest.commit_output`, like the corpus job.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+from apache_beam.metrics import Metrics
+
+from c4prep import __version__
+from c4prep.beam_runs import collect_counters, pipeline_options, read_shard_infos, write_info_file
+from c4prep.manifest import (Manifest, build_manifest, commit_output, manifest_fingerprint, new_staging_uri,
+                             read_manifest, remove_stale_staging)
+from c4prep.shards import join_uri, read_shard, resolve_uri, write_shard
+
+from .token_shards import token_batch, token_schema
+from .train_vocab import locate_vocabulary
+from .vocabulary import SentencePieceVocabulary
+
+NAMESPACE = "tokenize"
+
+
+class TokenizeError(ValueError):
+    """A user mistake in the input or output folders (one-line message)."""
+
+
+@dataclass
+class TokenizeConfig:
+    """Everything that decides what a run produces (recorded in the manifest)."""
+
+    input: str
+    vocab: str
+    output: str
+    extra_ids: int = 100
+    runner: str = "DirectRunner"
+    batch_size: int = 1024  # documents per encode call and per Arrow record batch
+    num_threads: int = 0  # encode threads per worker process; 0: the worker's CPU count
+
+
+@dataclass
+class TokenizeResult:
+    manifest: Manifest
+    counters: dict[str, dict[str, int]]
+
+
+class _TokenizeShard(beam.DoFn):
+    """Document shard name -> token shard of the same name in the staging folder (plus its info file)."""
+
+    def __init__(self, config: TokenizeConfig, manifest: Manifest, staging_dir: str,
+                 vocab: SentencePieceVocabulary, schema: pa.Schema) -> None:
+        self.config = config
+        self.rows = {shard.name: shard.num_rows for shard in manifest.shards}
+        self.splits = {shard.name: shard.split for shard in manifest.shards}
+        self.staging_dir = staging_dir
+        self.vocab = vocab
+        self.schema = schema
+
+    def setup(self) -> None:
+        self.num_threads = self.config.num_threads or os.cpu_count() or 1
+        self.counters: dict[str, Any] = {}
+
+    def _inc(self, name: str, value: int) -> None:
+        if name not in self.counters:
+            self.counters[name] = Metrics.counter(NAMESPACE, name)
+        self.counters[name].inc(value)
+
+    def process(self, name: str) -> Iterator[str]:
+        table = read_shard(join_uri(self.config.input, name)).select(["text", "url"])
+        if table.num_rows != self.rows[name]:
+            raise ValueError(f"{join_uri(self.config.input, name)} has {table.num_rows} rows but its manifest says "
+                             f"{self.rows[name]}: the input changed; re-run the stage that produced it")
+        info = write_shard(join_uri(self.staging_dir, name), self.schema, self._batches(table, self.splits[name]))
+        write_info_file(self.staging_dir, info)
+        yield name
+
+    def _batches(self, table: pa.Table, split: str) -> Iterator[pa.RecordBatch]:
+        unk = self.vocab.unk_id
+        for batch in table.to_batches(max_chunksize=self.config.batch_size):
+            ids = self.vocab.encode_arrays(batch.column(0).to_pylist(), num_threads=self.num_threads, add_eos=True)
+            record_batch = token_batch(self.schema, ids, batch.column(1).to_pylist())
+            values = record_batch.column(0).values.to_numpy()
+            self._inc(f"documents:{split}", record_batch.num_rows)
+            self._inc(f"tokens:{split}", len(values))
+            self._inc(f"unk_tokens:{split}", int(np.count_nonzero(values == unk)))
+            yield record_batch
+
+
+def _check_paths(config: TokenizeConfig, manifest: Manifest) -> None:
+    in_fs, in_path = resolve_uri(config.input)
+    out_fs, out_path = resolve_uri(config.output)
+    if in_fs.equals(out_fs) and in_path.rstrip("/") == out_path.rstrip("/"):
+        raise TokenizeError(f"--output {config.output} is the input folder: token shards would replace the documents")
+    if not {"text", "url"} <= set(manifest.schema().names):
+        raise TokenizeError(f"{config.input} holds no documents (its shards lack 'text' or 'url' columns)")
+
+
+def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> TokenizeResult:
+    """Tokenize every document shard of ``config.input`` and atomically replace ``config.output``."""
+    source = read_manifest(config.input)
+    _check_paths(config, source)
+    model_uri, card = locate_vocabulary(config.vocab)
+    vocab = SentencePieceVocabulary(model_uri, extra_ids=config.extra_ids)
+    model_sha256 = hashlib.sha256(vocab.model_proto).hexdigest()
+    schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
+    options = pipeline_options(config.runner, list(beam_args or []))
+    remove_stale_staging(config.output)
+    staging_dir = new_staging_uri(config.output)
+    pipeline = beam.Pipeline(options=options)
+    _ = (
+        pipeline
+        | "ShardNames" >> beam.Create([shard.name for shard in source.shards])
+        | "SpreadShards" >> beam.Reshuffle()
+        | "Tokenize" >> beam.ParDo(_TokenizeShard(config, source, staging_dir, vocab, schema))
+    )
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = collect_counters(result)
+    manifest = build_manifest(
+        schema,
+        sorted(read_shard_infos(staging_dir), key=lambda info: info.name),
+        config={**asdict(config), "package_version": __version__},
+        counters=counters,
+        extra={
+            "source": {"uri": config.input, "fingerprint": manifest_fingerprint(source)},
+            "vocabulary": {"model": model_uri, "model_sha256": model_sha256, "vocab_size": vocab.vocab_size,
+                           "extra_ids": config.extra_ids, "card": card},
+        },
+    )
+    commit_output(config.output, staging_dir, manifest)
+    return TokenizeResult(manifest, counters)

@@ -1,0 +1,111 @@
+"""Streaming sentence sampling for vocabulary training: document shards -> lines -> a seeded uniform sample.
+
+The sample of a stream is the ``k`` sentences with the smallest keys ``splitmix64(stream_key + position)``, where
+``position`` counts the stream's sentences from 0 and ``stream_key`` derives from the seed. That is a uniform sample
+without replacement (bottom-k sampling, equivalent to reservoir sampling) that depends only on the seed and the
+sequence of sentences, and the ``n < k`` smallest of it is again a uniform sample, which lets mixtures shrink a
+stream's share exactly. Memory holds at most ``k`` sentences, never the corpus.
+"""
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from c4prep.manifest import Manifest
+from c4prep.shards import join_uri, read_shard
+
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def splitmix64(values: np.ndarray) -> np.ndarray:
+    """SplitMix64 output for each uint64 counter value (a bijective 64-bit mix)."""
+    z = values * _GAMMA + _GAMMA
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+def stream_key(seed: int, stream: int) -> int:
+    """64-bit key of sample stream ``stream`` under ``seed``."""
+    digest = hashlib.blake2b(f"c4prep-vocab-sample:{seed}:{stream}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+@dataclass
+class LineStats:
+    """What was read: documents, their non-empty lines, and those skipped as longer than the trainer accepts."""
+
+    documents: int = 0
+    sentences: int = 0
+    too_long: int = 0
+
+
+def document_lines(input_uri: str, manifest: Manifest, splits: Iterable[str], max_bytes: int,
+                   stats: LineStats, batch_documents: int = 1024) -> Iterator[list[str]]:
+    """Non-empty stripped lines of the ``text`` of every document of ``splits``, in manifest order, in batches.
+
+    Lines over ``max_bytes`` UTF-8 bytes (which SentencePiece would skip) are left out and counted in
+    ``stats.too_long``; ``stats.sentences`` counts every non-empty line.
+    """
+    wanted = set(splits)
+    for shard in manifest.shards:
+        if shard.split not in wanted:
+            continue
+        table = read_shard(join_uri(input_uri, shard.name))
+        for batch in table.select(["text"]).to_batches(max_chunksize=batch_documents):
+            lines = []
+            for text in batch.column(0).to_pylist():
+                stats.documents += 1
+                for line in text.split("\n"):
+                    line = line.strip()
+                    if not line:
+                        continue
+                    stats.sentences += 1
+                    if len(line) > max_bytes or (4 * len(line) > max_bytes and len(line.encode()) > max_bytes):
+                        stats.too_long += 1
+                        continue
+                    lines.append(line)
+            yield lines
+
+
+class BottomKSample:
+    """The ``k`` items of a stream with the smallest position keys (see the module docstring)."""
+
+    def __init__(self, k: int, key: int) -> None:
+        if k < 1:
+            raise ValueError(f"sample size must be >= 1, got {k}")
+        self.k = k
+        self.seen = 0
+        self._key = np.uint64(key)
+        self._heap: list[tuple[int, int, str]] = []  # (-key, -position, item): the root is the largest key
+
+    def add(self, items: list[str]) -> None:
+        """Offer the next items of the stream."""
+        positions = np.arange(self.seen, self.seen + len(items), dtype=np.uint64)
+        keys = splitmix64(positions + self._key)
+        heap = self._heap
+        start = 0
+        while len(heap) < self.k and start < len(items):
+            heapq.heappush(heap, (-int(keys[start]), -(self.seen + start), items[start]))
+            start += 1
+        if start < len(items):
+            threshold = np.uint64(-heap[0][0])
+            for i in np.flatnonzero(keys[start:] < threshold) + start:
+                entry = (-int(keys[i]), -(self.seen + int(i)), items[i])
+                if entry > heap[0]:
+                    heapq.heapreplace(heap, entry)
+        self.seen += len(items)
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def smallest(self, n: int) -> list[tuple[int, str]]:
+        """``(position, item)`` of the ``n`` items of the sample with the smallest keys, in stream order."""
+        chosen = heapq.nlargest(n, self._heap)  # largest (-key) = smallest key
+        return sorted((-neg_position, item) for _, neg_position, item in chosen)

@@ -1,0 +1,242 @@
+"""`c4prep vocab`: train a SentencePiece model on sentences sampled from document shards, as T5 did.
+
+Writes ``spm.model``, ``spm.vocab`` and last ``vocab.json`` (the card: settings, sentence counts, source
+fingerprints, versions). A folder is a complete vocabulary exactly when it has a card.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow.fs as pafs
+import sentencepiece as spm
+
+from c4prep import __version__
+from c4prep.manifest import Manifest, manifest_fingerprint, read_manifest
+from c4prep.shards import atomic_output, join_uri, resolve_uri
+
+from .sampling import BottomKSample, LineStats, document_lines, stream_key
+from .vocabulary import EOS_ID, PAD_ID, UNK_ID
+
+MODEL_NAME = "spm.model"
+VOCAB_NAME = "spm.vocab"
+CARD_NAME = "vocab.json"
+CARD_FORMAT = "c4prep-vocabulary"
+MODEL_TYPES = ("unigram", "bpe", "char", "word")
+
+_TOO_BIG = re.compile(r"Vocabulary size (?:is )?too high \((\d+)\)\. Please set it to a value <= (\d+)")
+
+
+class VocabError(ValueError):
+    """A user mistake or an input that cannot give the requested vocabulary (one-line message)."""
+
+
+@dataclass
+class VocabConfig:
+    """Everything that decides the trained model (recorded in the card)."""
+
+    inputs: list[str]
+    output: str
+    vocab_size: int = 32_000
+    model_type: str = "unigram"
+    input_sentence_size: int = 1_000_000
+    seed: int = 0
+    language_ratio: list[int] | None = None  # one weight per input, e.g. [10, 1, 1, 1]; None: natural mix
+    splits: list[str] = field(default_factory=lambda: ["train"])
+    character_coverage: float = 0.9995
+    normalization_rule_name: str = "nmt_nfkc"
+    max_sentence_length: int = 4192
+    num_threads: int = 16  # SentencePiece's default; the model depends on it, so it is not the machine's count
+
+
+@dataclass
+class VocabResult:
+    card: dict[str, Any]
+    seconds_sampling: float
+    seconds_training: float
+
+
+def trainer_options(config: VocabConfig) -> dict[str, Any]:
+    """SentencePiece trainer flags: T5's (unigram, pad 0, eos 1, unk 2, no BOS) plus the config's."""
+    return {
+        "model_type": config.model_type,
+        "vocab_size": config.vocab_size,
+        "pad_id": PAD_ID,
+        "eos_id": EOS_ID,
+        "unk_id": UNK_ID,
+        "bos_id": -1,
+        "character_coverage": config.character_coverage,
+        "normalization_rule_name": config.normalization_rule_name,
+        "max_sentence_length": config.max_sentence_length,
+        "input_sentence_size": 0,  # c4prep samples; the trainer takes every sentence it is given
+        "num_threads": config.num_threads,
+    }
+
+
+def check_config(config: VocabConfig) -> None:
+    """Fail fast, with one line, on settings that cannot work."""
+    if not config.inputs:
+        raise VocabError("no input given: pass --input DOCUMENT_SHARDS_DIR (repeatable)")
+    if config.model_type not in MODEL_TYPES:
+        raise VocabError(f"unknown model type {config.model_type!r}: use one of {', '.join(MODEL_TYPES)}")
+    if config.vocab_size < 4:
+        raise VocabError(f"--vocab-size must be >= 4 (pad, eos, unk and one piece), got {config.vocab_size}")
+    if config.input_sentence_size < 1:
+        raise VocabError(f"--input-sentence-size must be >= 1, got {config.input_sentence_size}")
+    ratio = config.language_ratio
+    if ratio is not None and (len(ratio) != len(config.inputs) or min(ratio) < 1):
+        raise VocabError(f"--language-ratio needs one positive weight per --input ({len(config.inputs)}), "
+                         f"got {':'.join(map(str, ratio))}")
+
+
+def mixture_sizes(kept: Sequence[int], ratio: Sequence[int]) -> list[int]:
+    """The most sentences to take from each stream, given ``kept`` available, with counts exactly in ``ratio``."""
+    unit = min(n // weight for n, weight in zip(kept, ratio))
+    return [unit * weight for weight in ratio]
+
+
+def _document_manifest(uri: str, splits: Sequence[str]) -> Manifest:
+    manifest = read_manifest(uri)
+    if "text" not in manifest.schema().names:
+        raise VocabError(f"{uri} holds no documents (its shards have no 'text' column)")
+    missing = [split for split in splits if split not in manifest.splits]
+    if missing:
+        raise VocabError(f"{uri} has no split {missing[0]!r} (it has: {', '.join(manifest.splits)})")
+    return manifest
+
+
+def sample_sentences(config: VocabConfig) -> tuple[list[str], list[dict[str, Any]]]:
+    """The training sentences (inputs in order, each in stream order) and per-input statistics.
+
+    Without a ratio all inputs form one stream (a natural mix); with one, each input is its own stream and the
+    counts taken follow the ratio exactly.
+    """
+    manifests = [_document_manifest(uri, config.splits) for uri in config.inputs]
+    ratio = config.language_ratio
+    if ratio:
+        samples = [BottomKSample(max(1, config.input_sentence_size * weight // sum(ratio)), stream_key(config.seed, i))
+                   for i, weight in enumerate(ratio)]
+    else:
+        samples = [BottomKSample(config.input_sentence_size, stream_key(config.seed, 0))] * len(config.inputs)
+    stats = [LineStats() for _ in config.inputs]
+    starts = []
+    for uri, manifest, sample, stat in zip(config.inputs, manifests, samples, stats):
+        starts.append(sample.seen)
+        for lines in document_lines(uri, manifest, config.splits, config.max_sentence_length, stat):
+            sample.add(lines)
+    if not any(len(sample) for sample in samples):
+        raise VocabError(f"no sentences in the {'/'.join(config.splits)} documents of {', '.join(config.inputs)}")
+    if ratio:
+        sizes = mixture_sizes([len(sample) for sample in samples], ratio)
+        if not sizes[0]:
+            short = next(uri for uri, sample, weight in zip(config.inputs, samples, ratio) if len(sample) < weight)
+            raise VocabError(f"{short} has fewer sentences than its --language-ratio weight; lower the weights")
+        chosen = [sample.smallest(n) for sample, n in zip(samples, sizes)]
+    else:
+        mixed = samples[0].smallest(len(samples[0]))
+        bounds = [*starts, samples[0].seen]
+        chosen = [[entry for entry in mixed if low <= entry[0] < high] for low, high in zip(bounds, bounds[1:])]
+    sources = [{
+        "uri": uri,
+        "fingerprint": manifest_fingerprint(manifest),
+        "splits": list(config.splits),
+        "ratio": ratio[i] if ratio else None,
+        "documents": stat.documents,
+        "sentences_seen": stat.sentences,
+        "sentences_too_long": stat.too_long,
+        "sentences_used": len(chosen[i]),
+    } for i, (uri, manifest, stat) in enumerate(zip(config.inputs, manifests, stats))]
+    return [line for entries in chosen for _, line in entries], sources
+
+
+def train_model(sentences: Sequence[str], options: dict[str, Any]) -> bytes:
+    """Serialised SentencePiece model trained on ``sentences``; :class:`VocabError` if the corpus is too small."""
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, minloglevel=1, **options)
+    except RuntimeError as error:
+        too_big = _TOO_BIG.search(str(error))
+        if too_big:
+            raise VocabError(f"the corpus is too small for --vocab-size {too_big[1]}: {len(sentences):,} sentences "
+                             f"give at most {too_big[2]} pieces; use --vocab-size {too_big[2]} or less, or more "
+                             "input") from None
+        raise VocabError(f"SentencePiece training failed: {str(error).strip().splitlines()[-1]}") from None
+    return model.getvalue()
+
+
+def vocab_file_text(model_proto: bytes) -> str:
+    """``spm.vocab`` as ``spm_train`` writes it: one ``piece<TAB>score`` line per id."""
+    sp = spm.SentencePieceProcessor(model_proto=model_proto)
+    return "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
+
+
+def train_vocabulary(config: VocabConfig) -> VocabResult:
+    """Sample, train, and write ``spm.model``, ``spm.vocab`` and the card (last) into ``config.output``."""
+    check_config(config)
+    started = time.monotonic()
+    sentences, sources = sample_sentences(config)
+    sampled = time.monotonic()
+    options = trainer_options(config)
+    model_proto = train_model(sentences, options)
+    trained = time.monotonic()
+    card = {
+        "format": CARD_FORMAT,
+        "format_version": 1,
+        "package_version": __version__,
+        "sentencepiece_version": spm.__version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model": {"file": MODEL_NAME, "sha256": hashlib.sha256(model_proto).hexdigest(),
+                  "num_pieces": spm.SentencePieceProcessor(model_proto=model_proto).get_piece_size()},
+        "special_ids": {"pad": PAD_ID, "eos": EOS_ID, "unk": UNK_ID, "bos": -1},
+        "config": asdict(config),
+        "trainer_options": options,
+        "sentences": {"seen": sum(s["sentences_seen"] for s in sources), "used": len(sentences),
+                      "too_long": sum(s["sentences_too_long"] for s in sources)},
+        "sources": sources,
+    }
+    write_vocabulary(config.output, model_proto, card)
+    return VocabResult(card, sampled - started, trained - sampled)
+
+
+def write_vocabulary(output: str, model_proto: bytes, card: dict[str, Any]) -> None:
+    """Replace the vocabulary in ``output``: drop the old card, write model and vocab, then the card."""
+    fs, path = resolve_uri(output)
+    card_path = f"{path}/{CARD_NAME}"
+    if fs.get_file_info(card_path).type == pafs.FileType.File:
+        fs.delete_file(card_path)
+    for name, data in ((MODEL_NAME, model_proto), (VOCAB_NAME, vocab_file_text(model_proto).encode("utf-8")),
+                       (CARD_NAME, (json.dumps(card, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))):
+        with atomic_output(join_uri(output, name)) as stream:
+            stream.write(data)
+
+
+def locate_vocabulary(vocab: str) -> tuple[str, dict[str, Any] | None]:
+    """``(model URI, card or None)`` for a vocabulary folder (card required) or a ``.model`` file (card optional,
+    read from ``vocab.json`` beside it)."""
+    fs, path = resolve_uri(vocab)
+    kind = fs.get_file_info(path).type
+    if kind == pafs.FileType.Directory:
+        folder, model_uri, required = vocab, join_uri(vocab, MODEL_NAME), True
+    elif kind == pafs.FileType.File:
+        folder, model_uri, required = (vocab.rsplit("/", 1)[0] if "/" in vocab else "."), vocab, False
+    else:
+        raise VocabError(f"vocabulary not found: {vocab} is neither a folder made by `c4prep vocab` nor a .model file")
+    card_fs, card_path = resolve_uri(join_uri(folder, CARD_NAME))
+    if card_fs.get_file_info(card_path).type != pafs.FileType.File:
+        if required:
+            raise VocabError(f"no {CARD_NAME} in {vocab}: the vocabulary is missing or its run did not finish; "
+                             "run `c4prep vocab`")
+        return model_uri, None
+    with card_fs.open_input_stream(card_path) as stream:
+        card = json.loads(stream.read().decode("utf-8"))
+    if card.get("format") != CARD_FORMAT:
+        raise VocabError(f"{join_uri(folder, CARD_NAME)} is not a c4prep vocabulary card")
+    return model_uri, card
+
