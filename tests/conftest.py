@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -18,3 +20,23 @@ def shared_data() -> Path:
 def webdata(shared_data: Path) -> Path:
     """Real Common Crawl WET samples and released-C4 documents."""
     return shared_data / "webdata"
+
+
+@pytest.fixture(scope="session")
+def sample_documents(tmp_path_factory, webdata) -> Path:
+    """C4 `en` document shards (3 per split) built from the real WET sample; shared read-only by stage tests."""
+    from c4prep.pipelines.run_c4 import RunConfig, run_c4
+
+    output = tmp_path_factory.mktemp("c4") / "en"
+    run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=3))
+    return output
+
+
+@pytest.fixture(scope="session")
+def sample_vocab(tmp_path_factory, sample_documents) -> Path:
+    """A 1,000-piece SentencePiece vocabulary trained on `sample_documents`."""
+    from c4prep.tokenization.train_vocab import VocabConfig, train_vocabulary
+
+    output = tmp_path_factory.mktemp("vocab")
+    train_vocabulary(VocabConfig(inputs=[str(sample_documents)], output=str(output), vocab_size=1000))
+    return output

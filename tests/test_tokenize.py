@@ -10,14 +10,11 @@ from click.testing import CliRunner
 
 from c4prep.cli import main
 from c4prep.manifest import manifest_fingerprint, read_manifest
-from c4prep.pipelines.run_c4 import RunConfig, run_c4
 from c4prep.shards import read_shard
 from c4prep.tokenization.run_tokenize import TokenizeConfig, run_tokenize
 from c4prep.tokenization.token_shards import token_batch, token_schema
-from c4prep.tokenization.train_vocab import VocabConfig, train_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 
-SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 
 
 def digests(folder: Path) -> dict[str, str]:
@@ -25,54 +22,40 @@ def digests(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def documents(tmp_path_factory, webdata) -> Path:
-    output = tmp_path_factory.mktemp("c4") / "en"
-    run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=3))
-    return output
-
-
-@pytest.fixture(scope="module")
-def vocab_dir(tmp_path_factory, documents) -> Path:
-    output = tmp_path_factory.mktemp("vocab")
-    train_vocabulary(VocabConfig(inputs=[str(documents)], output=str(output), vocab_size=1000))
-    return output
-
-
-@pytest.fixture(scope="module")
-def tokens(tmp_path_factory, documents, vocab_dir) -> Path:
+def tokens(tmp_path_factory, sample_documents, sample_vocab) -> Path:
     output = tmp_path_factory.mktemp("tokens") / "en"
-    run_tokenize(TokenizeConfig(input=str(documents), vocab=str(vocab_dir), output=str(output)))
+    run_tokenize(TokenizeConfig(input=str(sample_documents), vocab=str(sample_vocab), output=str(output)))
     return output
 
 
-def test_token_shards_mirror_the_document_shards(documents, tokens):
-    source, manifest = read_manifest(str(documents)), read_manifest(str(tokens))
+def test_token_shards_mirror_the_document_shards(sample_documents, tokens):
+    source, manifest = read_manifest(str(sample_documents)), read_manifest(str(tokens))
     assert [s.name for s in manifest.shards] == [s.name for s in source.shards]  # same layout, 3 per split
     assert [s.num_rows for s in manifest.shards] == [s.num_rows for s in source.shards]
     assert sorted(p.name for p in tokens.iterdir()) == sorted([s.name for s in source.shards] + ["manifest.json"])
 
 
-def test_token_shards_equal_direct_encoding(documents, tokens, vocab_dir):
-    vocab = SentencePieceVocabulary(str(vocab_dir / "spm.model"))
+def test_token_shards_equal_direct_encoding(sample_documents, tokens, sample_vocab):
+    vocab = SentencePieceVocabulary(str(sample_vocab / "spm.model"))
     for shard in read_manifest(str(tokens)).shards:
         with pa.memory_map(str(tokens / shard.name)) as source:  # plain pyarrow, no c4prep code
             table = pa.ipc.open_file(source).read_all()
         assert table.schema.field("ids").type == pa.list_(pa.uint16())
         assert table.schema.field("length").type == pa.int32() and table.schema.field("url").type == pa.string()
-        docs = read_shard(str(documents / shard.name))
+        docs = read_shard(str(sample_documents / shard.name))
         assert table["url"].to_pylist() == docs["url"].to_pylist()  # same rows, same order
         expected = [vocab.encode(text) + [vocab.eos_id] for text in docs["text"].to_pylist()]
         assert table["ids"].to_pylist() == expected
         assert table["length"].to_pylist() == [len(ids) for ids in expected]
 
 
-def test_manifest_links_source_and_vocabulary(documents, tokens, vocab_dir):
+def test_manifest_links_source_and_vocabulary(sample_documents, tokens, sample_vocab):
     manifest = read_manifest(str(tokens))
-    card = json.loads((vocab_dir / "vocab.json").read_text())
-    assert manifest.extra["source"]["fingerprint"] == manifest_fingerprint(read_manifest(str(documents)))
+    card = json.loads((sample_vocab / "vocab.json").read_text())
+    assert manifest.extra["source"]["fingerprint"] == manifest_fingerprint(read_manifest(str(sample_documents)))
     vocabulary = manifest.extra["vocabulary"]
     assert vocabulary["model_sha256"] == card["model"]["sha256"] == \
-        hashlib.sha256((vocab_dir / "spm.model").read_bytes()).hexdigest()
+        hashlib.sha256((sample_vocab / "spm.model").read_bytes()).hexdigest()
     assert vocabulary["card"] == card and vocabulary["vocab_size"] == 1100
     assert manifest.schema().metadata[b"vocab_sha256"].decode() == card["model"]["sha256"]
     lengths = sum(sum(read_shard(str(tokens / s.name))["length"].to_pylist()) for s in manifest.shards)
@@ -81,9 +64,9 @@ def test_manifest_links_source_and_vocabulary(documents, tokens, vocab_dir):
     assert counters["documents:train"] == manifest.splits["train"].num_rows
 
 
-def test_multi_processing_cli_gives_identical_shards(documents, vocab_dir, tokens, tmp_path):
+def test_multi_processing_cli_gives_identical_shards(sample_documents, sample_vocab, tokens, tmp_path):
     output = tmp_path / "mp"
-    result = CliRunner().invoke(main, ["tokenize", "--input", str(documents), "--vocab", str(vocab_dir / "spm.model"),
+    result = CliRunner().invoke(main, ["tokenize", "--input", str(sample_documents), "--vocab", str(sample_vocab / "spm.model"),
                                        "--output", str(output), "--direct_running_mode=multi_processing",
                                        "--direct_num_workers=2"])
     assert result.exit_code == 0, result.output
@@ -108,8 +91,8 @@ def test_wide_vocabularies_use_uint32():
     ("vocab-without-card", "no vocab.json in"),
     ("output-is-input", "is the input folder"),
 ])
-def test_cli_errors(documents, vocab_dir, tmp_path, case, message):
-    args = {"--input": str(documents), "--vocab": str(vocab_dir), "--output": str(tmp_path / "out")}
+def test_cli_errors(sample_documents, sample_vocab, tmp_path, case, message):
+    args = {"--input": str(sample_documents), "--vocab": str(sample_vocab), "--output": str(tmp_path / "out")}
     if case == "no-input":
         args["--input"] = str(tmp_path / "nothing")
     elif case == "no-vocab":
@@ -117,7 +100,7 @@ def test_cli_errors(documents, vocab_dir, tmp_path, case, message):
     elif case == "vocab-without-card":
         args["--vocab"] = str(tmp_path)
     else:
-        args["--output"] = str(documents)
+        args["--output"] = str(sample_documents)
     result = CliRunner().invoke(main, ["tokenize", *[part for pair in args.items() for part in pair]])
     assert result.exit_code == 1
     assert message in result.output and "Traceback" not in result.output

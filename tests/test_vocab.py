@@ -10,14 +10,12 @@ from click.testing import CliRunner
 
 from c4prep.cli import main
 from c4prep.manifest import build_manifest, manifest_fingerprint, read_manifest, write_manifest
-from c4prep.pipelines.run_c4 import RunConfig, run_c4
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import batched, shard_name, write_shard
 from c4prep.tokenization.sampling import BottomKSample, stream_key
 from c4prep.tokenization.train_vocab import VocabConfig, mixture_sizes, train_vocabulary
 from c4prep.tokenization.vocabulary import ByteVocabulary, SentencePieceVocabulary
 
-SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 
 
 def write_documents(folder: Path, texts: list[str], num_shards: int = 2) -> Path:
@@ -38,24 +36,10 @@ def texts(folder: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def c4_docs(tmp_path_factory, webdata) -> Path:
-    output = tmp_path_factory.mktemp("c4") / "en"
-    run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)]))
-    return output
-
-
-@pytest.fixture(scope="module")
 def ptb_docs(tmp_path_factory, shared_data) -> Path:
     lines = (shared_data / "ptb" / "train.txt").read_text().splitlines()
     documents = ["\n".join(lines[i:i + 20]) for i in range(0, len(lines), 20)]
     return write_documents(tmp_path_factory.mktemp("ptb"), documents)
-
-
-@pytest.fixture(scope="module")
-def c4_vocab(tmp_path_factory, c4_docs) -> Path:
-    output = tmp_path_factory.mktemp("vocab")
-    train_vocabulary(VocabConfig(inputs=[str(c4_docs)], output=str(output), vocab_size=1000))
-    return output
 
 
 @pytest.fixture(scope="module")
@@ -66,38 +50,38 @@ def ptb_vocab(tmp_path_factory, ptb_docs) -> Path:
     return output
 
 
-def test_card_files_and_t5_settings(c4_vocab, c4_docs):
-    card = json.loads((c4_vocab / "vocab.json").read_text())
-    assert sorted(p.name for p in c4_vocab.iterdir()) == ["spm.model", "spm.vocab", "vocab.json"]
+def test_card_files_and_t5_settings(sample_vocab, sample_documents):
+    card = json.loads((sample_vocab / "vocab.json").read_text())
+    assert sorted(p.name for p in sample_vocab.iterdir()) == ["spm.model", "spm.vocab", "vocab.json"]
     assert card["sentences"] == {"seen": 806, "used": 805, "too_long": 1}  # one C4 line exceeds 4192 bytes
     (source,) = card["sources"]
-    assert source["fingerprint"] == manifest_fingerprint(read_manifest(str(c4_docs)))
-    assert source["documents"] == read_manifest(str(c4_docs)).splits["train"].num_rows
+    assert source["fingerprint"] == manifest_fingerprint(read_manifest(str(sample_documents)))
+    assert source["documents"] == read_manifest(str(sample_documents)).splits["train"].num_rows
     assert card["sentencepiece_version"] == spm.__version__
     options = card["trainer_options"]
     assert (options["model_type"], options["pad_id"], options["eos_id"], options["unk_id"], options["bos_id"]) == \
         ("unigram", 0, 1, 2, -1)
     assert (options["normalization_rule_name"], options["character_coverage"]) == ("nmt_nfkc", 0.9995)
-    sp = spm.SentencePieceProcessor(model_file=str(c4_vocab / "spm.model"))
-    vocab_lines = (c4_vocab / "spm.vocab").read_text().splitlines()
+    sp = spm.SentencePieceProcessor(model_file=str(sample_vocab / "spm.model"))
+    vocab_lines = (sample_vocab / "spm.vocab").read_text().splitlines()
     assert [line.split("\t")[0] for line in vocab_lines] == [sp.id_to_piece(i) for i in range(1000)]
     assert card["model"]["num_pieces"] == sp.get_piece_size() == 1000
 
 
-def test_special_ids(c4_vocab, c4_docs):
-    vocab = SentencePieceVocabulary(str(c4_vocab / "spm.model"))
+def test_special_ids(sample_vocab, sample_documents):
+    vocab = SentencePieceVocabulary(str(sample_vocab / "spm.model"))
     assert (vocab.pad_id, vocab.eos_id, vocab.unk_id) == (0, 1, 2)
     assert vocab.base_vocab_size == 1000 and vocab.vocab_size == 1100
-    sp = spm.SentencePieceProcessor(model_file=str(c4_vocab / "spm.model"))
+    sp = spm.SentencePieceProcessor(model_file=str(sample_vocab / "spm.model"))
     assert [sp.id_to_piece(i) for i in range(3)] == ["<pad>", "</s>", "<unk>"] and sp.bos_id() == -1
-    ids = [token for text in texts(c4_docs) for token in vocab.encode(text)]
+    ids = [token for text in texts(sample_documents) for token in vocab.encode(text)]
     assert 0 not in ids and 1 not in ids  # no pad, no EOS, no BOS added by encode
     assert vocab.unk_id in vocab.encode("\u4e00\u4e8c\u4e09")  # CJK is not covered by this English vocabulary
 
 
-def test_round_trip_c4(c4_vocab, c4_docs):
-    vocab = SentencePieceVocabulary(str(c4_vocab / "spm.model"))
-    documents = texts(c4_docs)
+def test_round_trip_c4(sample_vocab, sample_documents):
+    vocab = SentencePieceVocabulary(str(sample_vocab / "spm.model"))
+    documents = texts(sample_documents)
     clean = [text for text in documents if vocab.unk_id not in vocab.encode(text)]
     assert len(clean) >= 0.8 * len(documents)
     for text in clean:
@@ -116,8 +100,8 @@ def test_round_trip_ptb(ptb_vocab, shared_data):
         assert vocab.decode(ids) == line.strip()  # PTB is already normalised: the round trip is exact
 
 
-def test_sentinels(c4_vocab):
-    vocab = SentencePieceVocabulary(str(c4_vocab / "spm.model"), extra_ids=100)
+def test_sentinels(sample_vocab):
+    vocab = SentencePieceVocabulary(str(sample_vocab / "spm.model"), extra_ids=100)
     assert vocab.sentinel_id(0) == 1099 and vocab.sentinel_id(99) == 1000
     with pytest.raises(ValueError):
         vocab.sentinel_id(100)
@@ -131,8 +115,8 @@ def test_sentinels(c4_vocab):
         vocab.decode([1100])
 
 
-def test_literal_sentinel_text_stays_text(c4_vocab):
-    vocab = SentencePieceVocabulary(str(c4_vocab / "spm.model"))
+def test_literal_sentinel_text_stays_text(sample_vocab):
+    vocab = SentencePieceVocabulary(str(sample_vocab / "spm.model"))
     text = "see <extra_id_0> and <extra_id_99> here"
     ids = vocab.encode(text)
     assert max(ids) < vocab.base_vocab_size
@@ -140,17 +124,17 @@ def test_literal_sentinel_text_stays_text(c4_vocab):
     assert vocab.decode(ids) == text
 
 
-def test_pickle_keeps_the_model(c4_vocab):
-    vocab = SentencePieceVocabulary(str(c4_vocab / "spm.model"), extra_ids=7)
+def test_pickle_keeps_the_model(sample_vocab):
+    vocab = SentencePieceVocabulary(str(sample_vocab / "spm.model"), extra_ids=7)
     copy = pickle.loads(pickle.dumps(vocab))
     assert copy.vocab_size == 1007 and copy.encode("Hello world.") == vocab.encode("Hello world.")
 
 
-def test_byte_vocabulary(c4_docs):
+def test_byte_vocabulary(sample_documents):
     vocab = ByteVocabulary()
     assert (vocab.pad_id, vocab.eos_id, vocab.unk_id, vocab.vocab_size) == (0, 1, 2, 359)
     assert vocab.encode("A") == [ord("A") + 3] and vocab.encode("é") == [0xC3 + 3, 0xA9 + 3]
-    for text in texts(c4_docs):
+    for text in texts(sample_documents):
         assert vocab.decode(vocab.encode(text)) == text
     assert vocab.sentinel_id(0) == 358 and vocab.sentinel_id(99) == 259
     assert vocab.decode(vocab.encode("a") + [358] + vocab.encode("b") + [1, 70]) == "a<extra_id_0>b"
@@ -173,9 +157,9 @@ def test_bottom_k_sample_is_a_pure_function_of_seed_and_stream():
     assert 2000 < sum(position for position, _ in whole.smallest(300)) / 300 < 3000  # spread over the stream
 
 
-def test_training_is_deterministic_with_a_seed(c4_docs, tmp_path):
+def test_training_is_deterministic_with_a_seed(sample_documents, tmp_path):
     def train(name: str, seed: int) -> bytes:
-        config = VocabConfig(inputs=[str(c4_docs)], output=str(tmp_path / name), vocab_size=500,
+        config = VocabConfig(inputs=[str(sample_documents)], output=str(tmp_path / name), vocab_size=500,
                              input_sentence_size=400, seed=seed)
         card = train_vocabulary(config).card
         assert card["sentences"]["used"] == 400 and card["sentences"]["seen"] == 806
@@ -186,8 +170,8 @@ def test_training_is_deterministic_with_a_seed(c4_docs, tmp_path):
     assert train("c", seed=4) != first
 
 
-def test_language_ratio_mixes_exactly(c4_docs, ptb_docs, tmp_path):
-    config = VocabConfig(inputs=[str(c4_docs), str(ptb_docs)], output=str(tmp_path), vocab_size=500,
+def test_language_ratio_mixes_exactly(sample_documents, ptb_docs, tmp_path):
+    config = VocabConfig(inputs=[str(sample_documents), str(ptb_docs)], output=str(tmp_path), vocab_size=500,
                          input_sentence_size=1200, language_ratio=[3, 1])
     card = train_vocabulary(config).card
     # budgets 900 and 300, but C4 has only 805 sentences: 268 units of 3:1
@@ -198,8 +182,8 @@ def test_language_ratio_mixes_exactly(c4_docs, ptb_docs, tmp_path):
     assert mixture_sizes([1818, 181], [10, 1]) == [1810, 181]
 
 
-def test_natural_mix_counts_each_input(c4_docs, ptb_docs, tmp_path):
-    config = VocabConfig(inputs=[str(c4_docs), str(ptb_docs)], output=str(tmp_path), vocab_size=500,
+def test_natural_mix_counts_each_input(sample_documents, ptb_docs, tmp_path):
+    config = VocabConfig(inputs=[str(sample_documents), str(ptb_docs)], output=str(tmp_path), vocab_size=500,
                          input_sentence_size=2000)
     card = train_vocabulary(config).card
     used = [source["sentences_used"] for source in card["sources"]]
@@ -207,8 +191,8 @@ def test_natural_mix_counts_each_input(c4_docs, ptb_docs, tmp_path):
     assert 0 < used[0] < 200 < used[1]  # C4 has 805 of the 42,873 sentences
 
 
-def test_cli_vocab(c4_docs, tmp_path):
-    result = CliRunner().invoke(main, ["vocab", "--input", str(c4_docs), "--output", str(tmp_path / "v"),
+def test_cli_vocab(sample_documents, tmp_path):
+    result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(tmp_path / "v"),
                                        "--vocab-size", "800"])
     assert result.exit_code == 0, result.output
     assert "806 sentences seen (1 too long), 805 used" in result.output
@@ -220,16 +204,16 @@ def test_cli_vocab(c4_docs, tmp_path):
     (["--language-ratio", "ten"], "is not positive integers"),
     (["--split", "test"], "has no split 'test'"),
 ])
-def test_cli_vocab_errors(c4_docs, tmp_path, args, message):
-    result = CliRunner().invoke(main, ["vocab", "--input", str(c4_docs), "--output", str(tmp_path), *args])
+def test_cli_vocab_errors(sample_documents, tmp_path, args, message):
+    result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(tmp_path), *args])
     assert result.exit_code != 0
     assert message in result.output
     assert "Traceback" not in result.output and not (tmp_path / "vocab.json").exists()
 
 
-def test_cli_vocab_too_large_suggests_a_size(c4_docs, tmp_path):
+def test_cli_vocab_too_large_suggests_a_size(sample_documents, tmp_path):
     """SentencePiece's error becomes one line naming the largest size this corpus allows."""
-    result = CliRunner().invoke(main, ["vocab", "--input", str(c4_docs), "--output", str(tmp_path),
+    result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(tmp_path),
                                        "--vocab-size", "32000"])
     (error,) = [line for line in result.output.splitlines() if line.startswith("Error:")]
     suggested = int(error.split("use --vocab-size ")[1].split()[0])
@@ -242,15 +226,15 @@ def test_cli_vocab_missing_input(tmp_path):
     assert "no manifest.json in" in result.output and "Traceback" not in result.output
 
 
-def test_matches_hugging_face_t5_tokenizer(c4_vocab, c4_docs):
+def test_matches_hugging_face_t5_tokenizer(sample_vocab, sample_documents):
     transformers = pytest.importorskip("transformers")
     if int(transformers.__version__.split(".")[0]) >= 5:
         pytest.skip("transformers >= 5 has no SentencePiece T5Tokenizer (its converter needs protobuf >= 7, "
                     "which apache-beam 2.77 excludes)")
-    tokenizer = transformers.T5Tokenizer(vocab_file=str(c4_vocab / "spm.model"), extra_ids=100, legacy=True)
-    vocab = SentencePieceVocabulary(str(c4_vocab / "spm.model"), extra_ids=100)
+    tokenizer = transformers.T5Tokenizer(vocab_file=str(sample_vocab / "spm.model"), extra_ids=100, legacy=True)
+    vocab = SentencePieceVocabulary(str(sample_vocab / "spm.model"), extra_ids=100)
     assert len(tokenizer) == vocab.vocab_size
     assert tokenizer.convert_tokens_to_ids(["<extra_id_0>", "<extra_id_99>"]) == [vocab.sentinel_id(0),
                                                                                   vocab.sentinel_id(99)]
-    for text in texts(c4_docs):  # HF turns literal "<unk>", "</s>" and "<extra_id_k>" into special ids; C4 has none
+    for text in texts(sample_documents):  # HF turns literal "<unk>", "</s>" and "<extra_id_k>" into special ids; C4 has none
         assert tokenizer.encode(text) == vocab.encode(text) + [vocab.eos_id]
