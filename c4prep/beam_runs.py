@@ -9,12 +9,11 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 
+from c4prep.manifest import Counters
 from c4prep.shards import ShardInfo, atomic_output, join_uri
 
 REMOTE_RUNNERS = ("DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
 INFO_SUFFIX = ".info.json"
-
-Counters = dict[str, dict[str, int]]  # namespace -> counter name -> value
 
 
 class RunnerSetupError(ValueError):

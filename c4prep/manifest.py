@@ -29,6 +29,9 @@ MANIFEST_NAME = "manifest.json"
 STAGING_PREFIX = ".staging-"
 
 
+Counters = dict[str, dict[str, int]]  # namespace -> counter name -> value
+
+
 class ManifestError(Exception):
     """A manifest is missing, malformed, or does not match the files it describes."""
 
@@ -71,7 +74,7 @@ class Manifest:
     splits: dict[str, SplitInfo]
     shards: list[ShardEntry]
     config: dict[str, Any]
-    counters: dict[str, dict[str, int]]
+    counters: Counters
     extra: dict[str, Any] = field(default_factory=dict)
     created: str = field(default_factory=_utc_now)
     package_version: str = __version__

@@ -181,14 +181,19 @@ def document_row(page: Page) -> dict:
     }
 
 
+def url_digest(url: str) -> str:
+    """sha256 hex of a URL: places rows in shards, unrelated to the md5 that picks the split."""
+    return hashlib.sha256(url.encode("utf-8")).hexdigest()
+
+
 def row_order_key(row: dict) -> tuple:
     """Total order of rows inside a shard, independent of how the runner delivered them."""
-    return (hashlib.sha256(row["url"].encode("utf-8")).hexdigest(), row["url"], row["timestamp"], row["text"])
+    return (url_digest(row["url"]), row["url"], row["timestamp"], row["text"])
 
 
 def shard_index(url: str, num_shards: int) -> int:
-    """Shard of a document: a hash of its URL unrelated to the md5 that picks the split."""
-    return int(hashlib.sha256(url.encode("utf-8")).hexdigest(), 16) % num_shards
+    """Shard of a document."""
+    return int(url_digest(url), 16) % num_shards
 
 
 def _row_bytes(row: dict) -> int:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-Counters = dict[str, dict[str, int]]  # namespace -> counter name -> value
+from c4prep.manifest import Counters
+
 
 READ_NAMESPACE = "read-input"
 WRITE_NAMESPACE = "write-shards"

@@ -1,14 +1,12 @@
 """Driver of the C4 pipeline: check the inputs, build and run the Beam job, commit shards and manifest."""
 from __future__ import annotations
 
-import logging
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from c4prep import __version__
 from c4prep.beam_runs import collect_counters, pipeline_options, read_shard_infos
 from c4prep.manifest import Manifest, build_manifest, commit_output, new_staging_uri, remove_stale_staging
 from c4prep.schemas import DOCUMENT_SCHEMA
@@ -20,8 +18,6 @@ from .beam_near_dedup import NearDedup
 from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
 from .funnel import Funnel, build_funnel
 from .variants import BUNDLED, CorpusVariant, load_variant
-
-LOGGER = logging.getLogger(__name__)
 
 
 class InputError(ValueError):
@@ -125,7 +121,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     manifest = build_manifest(
         DOCUMENT_SCHEMA,
         infos,
-        config={**asdict(config), "rules": "TFDS c4 3.1.0", "package_version": __version__},
+        config={**asdict(config), "rules": "TFDS c4 3.1.0"},
         counters=counters,
         extra={"funnel": funnel.to_dict()},
     )

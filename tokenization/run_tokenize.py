@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.metrics import Metrics
 
-from c4prep import __version__
 from c4prep.beam_runs import collect_counters, pipeline_options, read_shard_infos, write_info_file
 from c4prep.manifest import (Manifest, build_manifest, commit_output, manifest_fingerprint, new_staging_uri,
                              read_manifest, remove_stale_staging)
@@ -128,7 +127,7 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
     manifest = build_manifest(
         schema,
         sorted(read_shard_infos(staging_dir), key=lambda info: info.name),
-        config={**asdict(config), "package_version": __version__},
+        config=asdict(config),
         counters=counters,
         extra={
             "source": {"uri": config.input, "fingerprint": manifest_fingerprint(source)},
