@@ -1,0 +1,150 @@
+"""Encoder-decoder rows: seqio's ``trim_and_pack_dataset`` plus ``EncDecFeatureConverter``, in numpy.
+
+A row packs one or more (inputs, targets) examples, in order, into ``inputs_length``/``targets_length`` slots:
+
+- ``encoder_input_tokens``/``decoder_target_tokens``: the examples' ids one after another, then 0 (padding);
+- ``*_segment_ids``: 1, 2, ... per example, 0 on padding; ``*_positions``: 0, 1, ... restarting per example, 0 on
+  padding;
+- ``decoder_input_tokens``: the targets shifted right by one within each example, 0 (BOS) at each example's start;
+- ``decoder_loss_weights``: 1 on real target positions, 0 on padding.
+
+All arrays are int32. As seqio, an example longer than the row is truncated (its EOS may be cut). Unlike seqio, which
+weights ``targets != 0``, the loss weights come from the segment ids, so a genuine id-0 target still counts.
+The model must keep attention within a segment (encoder, decoder and cross attention).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..seeding import example_rng
+from . import Objective
+
+ROW_FEATURES = ("encoder_input_tokens", "encoder_segment_ids", "encoder_positions", "decoder_target_tokens",
+                "decoder_input_tokens", "decoder_segment_ids", "decoder_positions", "decoder_loss_weights")
+
+
+def _check_lengths(inputs_length: int, targets_length: int) -> None:
+    if inputs_length < 1 or targets_length < 1:
+        raise ValueError(f"inputs_length and targets_length must be >= 1, got {inputs_length} and {targets_length}")
+
+
+def first_fit_groups(lengths: Sequence[tuple[int, int]], inputs_length: int, targets_length: int) -> list[list[int]]:
+    """Indices of examples grouped greedily in order (seqio's packing): example ``i`` joins the current group if
+    the group's summed (inputs, targets) lengths stay within the limits, else it starts a new group. An example
+    over the limits forms a group of its own (and is truncated when packed)."""
+    _check_lengths(inputs_length, targets_length)
+    groups: list[list[int]] = []
+    used_inputs = used_targets = 0
+    for index, (n_inputs, n_targets) in enumerate(lengths):
+        if n_inputs < 0 or n_targets < 0:
+            raise ValueError(f"lengths must be >= 0, got {(n_inputs, n_targets)} for example {index}")
+        if groups and used_inputs + n_inputs <= inputs_length and used_targets + n_targets <= targets_length:
+            groups[-1].append(index)
+            used_inputs += n_inputs
+            used_targets += n_targets
+        else:
+            groups.append([index])
+            used_inputs, used_targets = n_inputs, n_targets
+    return groups
+
+
+def make_autoregressive_inputs(targets: np.ndarray, segment_ids: np.ndarray | None = None,
+                               bos_id: int = 0) -> np.ndarray:
+    """Decoder inputs (seqio): ``targets`` shifted right by one along the last axis, with ``bos_id`` first and, given
+    ``segment_ids``, at every position whose segment id differs from the previous position's (packed segments)."""
+    targets = np.asarray(targets)
+    shifted = np.empty_like(targets)
+    shifted[..., 0] = bos_id
+    shifted[..., 1:] = targets[..., :-1]
+    if segment_ids is None:
+        return shifted
+    segment_ids = np.asarray(segment_ids)
+    if segment_ids.shape != targets.shape:
+        raise ValueError(f"segment_ids shape {segment_ids.shape} differs from targets shape {targets.shape}")
+    previous = np.zeros_like(segment_ids)
+    previous[..., 1:] = segment_ids[..., :-1]
+    return np.where(segment_ids != previous, np.asarray(bos_id, dtype=targets.dtype), shifted)
+
+
+def _pack_feature(arrays: Sequence[np.ndarray], length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tokens, segment ids and positions of ``arrays`` laid out one after another and zero-padded to ``length``."""
+    tokens, segments, positions = (np.zeros(length, dtype=np.int32) for _ in range(3))
+    offset = 0
+    for number, array in enumerate(arrays, start=1):
+        end = offset + len(array)
+        tokens[offset:end] = array
+        segments[offset:end] = number
+        positions[offset:end] = np.arange(len(array))
+        offset = end
+    return tokens, segments, positions
+
+
+def pack_encdec_row(examples: Sequence[tuple[np.ndarray, np.ndarray]], inputs_length: int,
+                    targets_length: int) -> dict[str, np.ndarray]:
+    """One packed, padded row (see the module doc) from ``examples`` = [(inputs, targets), ...].
+
+    Each feature of each example is first cut to the row length (seqio's trim); examples that then still do not
+    fit together raise ``ValueError`` (group them with :func:`first_fit_groups`).
+    """
+    _check_lengths(inputs_length, targets_length)
+    if len(examples) == 0:
+        raise ValueError("a row needs at least one example")
+    inputs, targets = [], []
+    for index, (example_inputs, example_targets) in enumerate(examples):
+        example_inputs, example_targets = np.asarray(example_inputs), np.asarray(example_targets)
+        if example_inputs.ndim != 1 or example_targets.ndim != 1:
+            raise ValueError(f"example {index}: inputs and targets must be 1-D, got shapes {example_inputs.shape} "
+                             f"and {example_targets.shape}")
+        inputs.append(example_inputs[:inputs_length])
+        targets.append(example_targets[:targets_length])
+    used_inputs, used_targets = sum(map(len, inputs)), sum(map(len, targets))
+    if used_inputs > inputs_length or used_targets > targets_length:
+        raise ValueError(f"{len(examples)} examples need {used_inputs} input and {used_targets} target slots, over "
+                         f"the row's {inputs_length}/{targets_length}: group them with first_fit_groups")
+    encoder_tokens, encoder_segments, encoder_positions = _pack_feature(inputs, inputs_length)
+    decoder_tokens, decoder_segments, decoder_positions = _pack_feature(targets, targets_length)
+    return {
+        "encoder_input_tokens": encoder_tokens,
+        "encoder_segment_ids": encoder_segments,
+        "encoder_positions": encoder_positions,
+        "decoder_target_tokens": decoder_tokens,
+        "decoder_input_tokens": make_autoregressive_inputs(decoder_tokens, decoder_segments, bos_id=0),
+        "decoder_segment_ids": decoder_segments,
+        "decoder_positions": decoder_positions,
+        "decoder_loss_weights": (decoder_segments > 0).astype(np.int32),
+    }
+
+
+def pack_encdec(examples: Sequence[tuple[np.ndarray, np.ndarray]], inputs_length: int,
+                targets_length: int) -> list[dict[str, np.ndarray]]:
+    """All ``examples`` packed in order into rows: :func:`first_fit_groups` then :func:`pack_encdec_row`."""
+    lengths = [(len(example_inputs), len(example_targets)) for example_inputs, example_targets in examples]
+    return [pack_encdec_row([examples[index] for index in group], inputs_length, targets_length)
+            for group in first_fit_groups(lengths, inputs_length, targets_length)]
+
+
+@dataclass(frozen=True)
+class EncDecRowBuilder:
+    """Picklable ``(segments, segment_ids, epoch) -> row`` for the data loader: applies ``objective`` to each
+    segment with ``rng = example_rng(seed, epoch, segment_id)`` and packs the examples, in order, into one row."""
+
+    objective: Objective
+    inputs_length: int
+    targets_length: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        _check_lengths(self.inputs_length, self.targets_length)
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
+
+    def __call__(self, segments: Sequence[np.ndarray], segment_ids: Sequence[int],
+                 epoch: int) -> dict[str, np.ndarray]:
+        if len(segments) != len(segment_ids):
+            raise ValueError(f"got {len(segments)} segments but {len(segment_ids)} segment ids")
+        examples = [self.objective(np.asarray(segment), example_rng(self.seed, epoch, segment_id))
+                    for segment, segment_id in zip(segments, segment_ids)]
+        return pack_encdec_row(examples, self.inputs_length, self.targets_length)
