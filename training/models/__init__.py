@@ -1,0 +1,4 @@
+"""Model families: T5 (encoder-decoder); built by name with :func:`build_model`."""
+from .registry import MODELS, build_model
+
+__all__ = ["MODELS", "build_model"]

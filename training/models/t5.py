@@ -1,0 +1,367 @@
+"""T5 encoder-decoder (v1.0 and v1.1), faithful to Mesh TensorFlow T5 and HF ``T5ForConditionalGeneration``.
+
+Read top to bottom: config and sizes, RMSNorm, relative position buckets, attention, feed-forward, adapter, block,
+stack, model. Token conventions are seqio's: 0 is padding and the decoder start token, 1 is EOS. Packed rows carry
+segment ids 1..n (0 = padding) and positions that restart at 0 in every segment.
+
+Decisions worth knowing:
+- The embedding (and the untied ``lm_head``) has ``padded_vocab_size`` rows: ``vocab_size`` rounded up to a multiple
+  of 128, as MTF's ``vocab_divisor`` gives 32,128 rows for the 32,100-id vocabulary (32,000 pieces + 100 sentinels).
+  Logits are returned over all padded rows, unmasked, exactly as MTF and the released checkpoints compute them; the
+  extra rows are never targets. ``generate`` takes the argmax over them too, as HF does.
+- Masks are additive -1e9 (MTF) rather than HF's finfo.min: identical wherever a query sees at least one key, and
+  finite in bf16 where it sees none (decoder padding in packed rows), so no NaN reaches the loss or the gradients.
+- The untied v1.1 ``lm_head`` is initialised with std d_model^-0.5 (MTF's dense-layer default), not HF's 1.0 (nanoT5
+  issue #25). Every other init follows HF ``_init_weights``.
+- Adapters (paper §3.5.1) sit after each feed-forward network: the block computes ``h = FF(norm(x))``, then
+  ``h + up(relu(down(h)))``, then the usual dropout and residual, i.e. Houlsby et al.'s placement (on the sublayer
+  output, before the skip connection). ``up`` starts at zero, so a fresh adapter is the identity.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from itertools import zip_longest
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+VOCAB_DIVISOR = 128
+MASK_VALUE = -1e9  # MTF's additive mask; finite in fp32 and bf16, so fully masked padding rows stay finite
+
+
+@dataclass
+class T5Config:
+    """Model hyper-parameters; the defaults of the flavour-specific fields are T5 v1.1's."""
+
+    vocab_size: int
+    d_model: int
+    d_kv: int
+    d_ff: int
+    num_layers: int
+    num_decoder_layers: int
+    num_heads: int
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    dropout_rate: float = 0.0
+    layer_norm_epsilon: float = 1e-6
+    feed_forward: Literal["relu", "gated-gelu"] = "gated-gelu"
+    tie_word_embeddings: bool = False
+    adapter_dim: int = 0
+    pad_id: int = 0
+    eos_id: int = 1
+    decoder_start_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.feed_forward not in ("relu", "gated-gelu"):
+            raise ValueError(f"feed_forward must be 'relu' or 'gated-gelu', got {self.feed_forward!r}")
+
+    @property
+    def padded_vocab_size(self) -> int:
+        """Embedding rows: ``vocab_size`` rounded up to a multiple of 128 (MTF ``vocab_divisor``)."""
+        return -(-self.vocab_size // VOCAB_DIVISOR) * VOCAB_DIVISOR
+
+
+_V1_0 = {"feed_forward": "relu", "tie_word_embeddings": True, "dropout_rate": 0.1}
+_V1_1 = {"feed_forward": "gated-gelu", "tie_word_embeddings": False, "dropout_rate": 0.0}
+# name: (d_model, d_kv, d_ff, layers per stack, heads, flavour); tiny (for tests) uses d_kv = d_model / heads
+SIZES = {
+    "t5_tiny": (32, 16, 64, 2, 2, _V1_1),
+    "t5_small": (512, 64, 1024, 8, 6, _V1_1),
+    "t5_base": (768, 64, 2048, 12, 12, _V1_1),
+    "t5_large": (1024, 64, 2816, 24, 16, _V1_1),
+    "t5_v1_0_tiny": (32, 16, 64, 2, 2, _V1_0),
+    "t5_v1_0_small": (512, 64, 2048, 6, 8, _V1_0),
+    "t5_v1_0_base": (768, 64, 3072, 12, 12, _V1_0),
+    "t5_v1_0_large": (1024, 64, 4096, 24, 16, _V1_0),
+}
+
+
+def t5_config(size: str, vocab_size: int, **overrides) -> T5Config:
+    """A named size: ``t5_<size>`` is T5 v1.1 (gated-GELU, untied head, dropout 0), ``t5_v1_0_<size>`` is the
+    paper's v1.0 (ReLU, tied embeddings, dropout 0.1). ``vocab_size`` counts real ids (e.g. 32,100)."""
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; choose from {sorted(SIZES)}")
+    d_model, d_kv, d_ff, layers, heads, flavour = SIZES[size]
+    config = T5Config(vocab_size=vocab_size, d_model=d_model, d_kv=d_kv, d_ff=d_ff, num_layers=layers,
+                      num_decoder_layers=layers, num_heads=heads, **flavour)
+    return replace(config, **overrides)
+
+
+class RMSNorm(nn.Module):
+    """T5 layer norm: rescale by the root mean square (variance in fp32), no mean subtraction, no bias."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        x32 = x.float()
+        return self.weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x)
+
+
+def relative_position_bucket(relative_position: Tensor, bidirectional: bool, num_buckets: int,
+                             max_distance: int) -> Tensor:
+    """Bucket of ``key_position - query_position``: half the buckets exact, half log-spaced up to ``max_distance``.
+
+    Bidirectional (encoder): 16 buckets per direction, positive offsets get +16. Causal (decoder): all 32 buckets
+    for offsets <= 0; positive offsets map to bucket 0.
+    """
+    if bidirectional:
+        num_buckets //= 2
+        offset = (relative_position > 0).long() * num_buckets
+        distance = relative_position.abs()
+    else:
+        offset = torch.zeros_like(relative_position)
+        distance = (-relative_position).clamp(min=0)
+    max_exact = num_buckets // 2
+    log_ratio = torch.log(distance.float().clamp(min=max_exact) / max_exact) / math.log(max_distance / max_exact)
+    log_bucket = (max_exact + (log_ratio * (num_buckets - max_exact)).long()).clamp(max=num_buckets - 1)
+    return offset + torch.where(distance < max_exact, distance, log_bucket)
+
+
+class Attention(nn.Module):
+    """Multi-head attention without biases and without 1/sqrt(d_kv) scaling (folded into the q init)."""
+
+    def __init__(self, config: T5Config):
+        super().__init__()
+        inner = config.num_heads * config.d_kv
+        self.q = nn.Linear(config.d_model, inner, bias=False)
+        self.k = nn.Linear(config.d_model, inner, bias=False)
+        self.v = nn.Linear(config.d_model, inner, bias=False)
+        self.o = nn.Linear(inner, config.d_model, bias=False)
+        nn.init.normal_(self.q.weight, std=(config.d_model * config.d_kv) ** -0.5)
+        nn.init.normal_(self.k.weight, std=config.d_model ** -0.5)
+        nn.init.normal_(self.v.weight, std=config.d_model ** -0.5)
+        nn.init.normal_(self.o.weight, std=inner ** -0.5)
+        self.num_heads, self.d_kv, self.dropout = config.num_heads, config.d_kv, config.dropout_rate
+
+    def forward(self, x: Tensor, memory: Tensor, bias: Tensor) -> Tensor:
+        """``x`` [B, Tq, d] attends to ``memory`` [B, Tk, d]; ``bias`` [B or 1, H or 1, Tq, Tk] is additive."""
+        (b, tq, _), tk = x.shape, memory.shape[1]
+        q = self.q(x).view(b, tq, self.num_heads, self.d_kv).transpose(1, 2)
+        k = self.k(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
+        v = self.v(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=1.0,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.o(y.transpose(1, 2).reshape(b, tq, self.num_heads * self.d_kv))
+
+
+class FeedForward(nn.Module):
+    """v1.0: ``wo(dropout(relu(wi x)))``; v1.1: ``wo(dropout(gelu_tanh(wi_0 x) * wi_1 x))``."""
+
+    def __init__(self, config: T5Config):
+        super().__init__()
+        self.gated = config.feed_forward == "gated-gelu"
+        inputs = ["wi_0", "wi_1"] if self.gated else ["wi"]
+        for name in inputs:
+            setattr(self, name, nn.Linear(config.d_model, config.d_ff, bias=False))
+            nn.init.normal_(getattr(self, name).weight, std=config.d_model ** -0.5)
+        self.wo = nn.Linear(config.d_ff, config.d_model, bias=False)
+        nn.init.normal_(self.wo.weight, std=config.d_ff ** -0.5)
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.gated:
+            h = F.gelu(self.wi_0(x), approximate="tanh") * self.wi_1(x)
+        else:
+            h = F.relu(self.wi(x))
+        return self.wo(self.dropout(h))
+
+
+class Adapter(nn.Module):
+    """Dense-ReLU-dense bottleneck with its own skip connection: ``h + up(relu(down(h)))``; identity at init."""
+
+    def __init__(self, d_model: int, adapter_dim: int):
+        super().__init__()
+        self.down = nn.Linear(d_model, adapter_dim, bias=False)
+        self.up = nn.Linear(adapter_dim, d_model, bias=False)
+        nn.init.normal_(self.down.weight, std=d_model ** -0.5)
+        nn.init.zeros_(self.up.weight)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return h + self.up(F.relu(self.down(h)))
+
+
+class Block(nn.Module):
+    """Pre-norm residual sublayers: self-attention, (decoder) cross-attention, feed-forward (+ adapter)."""
+
+    def __init__(self, config: T5Config, is_decoder: bool):
+        super().__init__()
+        self.self_attn_norm = RMSNorm(config.d_model, config.layer_norm_epsilon)
+        self.self_attn = Attention(config)
+        if is_decoder:
+            self.cross_attn_norm = RMSNorm(config.d_model, config.layer_norm_epsilon)
+            self.cross_attn = Attention(config)
+        self.ff_norm = RMSNorm(config.d_model, config.layer_norm_epsilon)
+        self.ff = FeedForward(config)
+        self.adapter = Adapter(config.d_model, config.adapter_dim) if config.adapter_dim else nn.Identity()
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    def forward(self, x: Tensor, self_bias: Tensor, memory: Tensor | None = None,
+                cross_bias: Tensor | None = None) -> Tensor:
+        h = self.self_attn_norm(x)
+        x = x + self.dropout(self.self_attn(h, h, self_bias))
+        if memory is not None:
+            x = x + self.dropout(self.cross_attn(self.cross_attn_norm(x), memory, cross_bias))
+        return x + self.dropout(self.adapter(self.ff(self.ff_norm(x))))
+
+
+class Stack(nn.Module):
+    """Encoder or decoder: dropout, blocks, final RMSNorm, dropout; one relative-bias table shared by all blocks."""
+
+    def __init__(self, config: T5Config, is_decoder: bool, num_layers: int):
+        super().__init__()
+        self.config, self.is_decoder = config, is_decoder
+        self.relative_bias = nn.Embedding(config.relative_attention_num_buckets, config.num_heads)
+        nn.init.normal_(self.relative_bias.weight, std=config.d_model ** -0.5)
+        self.blocks = nn.ModuleList(Block(config, is_decoder) for _ in range(num_layers))
+        self.final_norm = RMSNorm(config.d_model, config.layer_norm_epsilon)
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    def position_bias(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        """[B, H, Tq, Tk] float bias from [B, Tq] and [B, Tk] positions (B may be 1)."""
+        buckets = relative_position_bucket(
+            key_positions[:, None, :] - query_positions[:, :, None], bidirectional=not self.is_decoder,
+            num_buckets=self.config.relative_attention_num_buckets,
+            max_distance=self.config.relative_attention_max_distance)
+        return self.relative_bias(buckets).permute(0, 3, 1, 2).float()
+
+    def forward(self, x: Tensor, self_bias: Tensor, memory: Tensor | None = None,
+                cross_bias: Tensor | None = None) -> Tensor:
+        x = self.dropout(x)
+        for block in self.blocks:
+            x = block(x, self_bias, memory, cross_bias)
+        return self.dropout(self.final_norm(x))
+
+
+def _positions(tokens: Tensor, positions: Tensor | None) -> Tensor:
+    """Given positions, or 0..T-1 as [1, T]. Index offsets equal position offsets inside a segment, and attention
+    never crosses segments, so the default is exact for packed rows too."""
+    return positions if positions is not None else torch.arange(tokens.shape[1], device=tokens.device)[None]
+
+
+def _same_segment(query_segments: Tensor, key_segments: Tensor) -> Tensor:
+    """[B, 1, Tq, Tk] bool: query and key share a segment id."""
+    return query_segments[:, None, :, None] == key_segments[:, None, None, :]
+
+
+def _with_mask(bias: Tensor, visible: Tensor) -> Tensor:
+    """``bias`` where visible, ``MASK_VALUE`` elsewhere (the two broadcast against each other)."""
+    return torch.where(visible, bias, MASK_VALUE)
+
+
+class T5(nn.Module):
+    """Encoder-decoder T5. ``forward`` returns logits [B, T_dec, padded_vocab_size]."""
+
+    def __init__(self, config: T5Config):
+        super().__init__()
+        self.config = config
+        self.shared = nn.Embedding(config.padded_vocab_size, config.d_model)
+        nn.init.normal_(self.shared.weight, std=1.0)
+        self.encoder = Stack(config, is_decoder=False, num_layers=config.num_layers)
+        self.decoder = Stack(config, is_decoder=True, num_layers=config.num_decoder_layers)
+        self.lm_head: nn.Linear | None = None
+        if not config.tie_word_embeddings:
+            self.lm_head = nn.Linear(config.d_model, config.padded_vocab_size, bias=False)
+            nn.init.normal_(self.lm_head.weight, std=config.d_model ** -0.5)
+
+    def encode(self, encoder_input_tokens: Tensor, encoder_segment_ids: Tensor | None = None,
+               encoder_positions: Tensor | None = None) -> Tensor:
+        """Encoder states [B, T_enc, d]. Without segment ids, keys equal to ``pad_id`` are masked."""
+        tokens = encoder_input_tokens
+        if encoder_segment_ids is None:
+            visible = (tokens != self.config.pad_id)[:, None, None, :]
+        else:
+            visible = _same_segment(encoder_segment_ids, encoder_segment_ids)
+        positions = _positions(tokens, encoder_positions)
+        bias = _with_mask(self.encoder.position_bias(positions, positions), visible)
+        return self.encoder(self.shared(tokens), bias)
+
+    def decode(self, encoded: Tensor, encoder_input_tokens: Tensor, decoder_input_tokens: Tensor,
+               encoder_segment_ids: Tensor | None = None, decoder_segment_ids: Tensor | None = None,
+               decoder_positions: Tensor | None = None) -> Tensor:
+        """Logits [B, T_dec, padded_vocab_size]. Without segment ids the decoder mask is causal only (as HF) and
+        cross-attention skips encoder padding; with them, attention stays inside each segment."""
+        if (encoder_segment_ids is None) != (decoder_segment_ids is None):
+            raise ValueError("give segment ids for both encoder and decoder, or for neither")
+        tokens = decoder_input_tokens
+        causal = torch.ones(tokens.shape[1], tokens.shape[1], dtype=torch.bool, device=tokens.device).tril()
+        if decoder_segment_ids is None:
+            self_visible = causal[None, None]
+            cross_visible = (encoder_input_tokens != self.config.pad_id)[:, None, None, :]
+        else:
+            self_visible = causal & _same_segment(decoder_segment_ids, decoder_segment_ids)
+            cross_visible = _same_segment(decoder_segment_ids, encoder_segment_ids)
+        positions = _positions(tokens, decoder_positions)
+        self_bias = _with_mask(self.decoder.position_bias(positions, positions), self_visible)
+        cross_bias = _with_mask(torch.zeros((), device=tokens.device), cross_visible)
+        x = self.decoder(self.shared(tokens), self_bias, encoded, cross_bias)
+        if self.lm_head is None:
+            return F.linear(x * self.config.d_model ** -0.5, self.shared.weight)
+        return self.lm_head(x)
+
+    def forward(self, encoder_input_tokens: Tensor, decoder_input_tokens: Tensor,
+                encoder_segment_ids: Tensor | None = None, decoder_segment_ids: Tensor | None = None,
+                encoder_positions: Tensor | None = None, decoder_positions: Tensor | None = None) -> Tensor:
+        """Logits [B, T_dec, padded_vocab_size] for int64 token arrays [B, T] (seqio feature names)."""
+        encoded = self.encode(encoder_input_tokens, encoder_segment_ids, encoder_positions)
+        return self.decode(encoded, encoder_input_tokens, decoder_input_tokens, encoder_segment_ids,
+                           decoder_segment_ids, decoder_positions)
+
+    @torch.no_grad()
+    def generate(self, encoder_input_tokens: Tensor, max_length: int) -> Tensor:
+        """Greedy decoding of at most ``max_length`` tokens per row (start token not included). A row ends at its
+        EOS and is padded with ``pad_id`` after it; decoding stops once every row has ended. The decoder is rerun
+        on the whole prefix each step (no cache). Call ``eval()`` first to switch dropout off."""
+        config = self.config
+        encoded = self.encode(encoder_input_tokens)
+        tokens = torch.full((encoder_input_tokens.shape[0], 1), config.decoder_start_id,
+                            dtype=torch.long, device=encoder_input_tokens.device)
+        done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
+        for _ in range(max_length):
+            next_token = self.decode(encoded, encoder_input_tokens, tokens)[:, -1].argmax(-1)
+            next_token = next_token.masked_fill(done, config.pad_id)
+            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+            done |= next_token == config.eos_id
+            if done.all():
+                break
+        return tokens[:, 1:]
+
+    def adapter_parameters(self) -> list[nn.Parameter]:
+        """Parameters of all adapters (empty when ``adapter_dim == 0``)."""
+        return [p for m in self.modules() if isinstance(m, Adapter) for p in m.parameters()]
+
+    def freeze_all_but_adapters(self) -> None:
+        """Train only adapters and layer norms, as the paper's adapter fine-tuning does (§3.5.1: "only the adapter
+        layer and layer normalization parameters are updated")."""
+        if not self.config.adapter_dim:
+            raise ValueError("model has no adapters (adapter_dim == 0)")
+        trainable = {id(p) for m in self.modules() if isinstance(m, (Adapter, RMSNorm)) for p in m.parameters()}
+        for p in self.parameters():
+            p.requires_grad_(id(p) in trainable)
+
+    def unfreezing_groups(self) -> list[list[nn.Parameter]]:
+        """Gradual unfreezing (paper §3.5.1): group k holds encoder and decoder block ``L-1-k`` (the stacks are
+        unfrozen in parallel from the top). Group 0 also holds the embedding, the output layer and the final norms,
+        which the paper updates throughout. Each stack's relative-bias table goes with its block 0 (where T5 and HF
+        store it). Every parameter appears exactly once."""
+        def from_top(stack: Stack) -> list[list[nn.Parameter]]:
+            groups = [list(block.parameters()) for block in reversed(stack.blocks)]
+            groups[0] += list(stack.final_norm.parameters())
+            groups[-1] += list(stack.relative_bias.parameters())
+            return groups
+
+        groups = [dec + enc for dec, enc in
+                  zip_longest(from_top(self.decoder), from_top(self.encoder), fillvalue=[])]
+        head = list(self.lm_head.parameters()) if self.lm_head is not None else []
+        groups[0] = list(self.shared.parameters()) + head + groups[0]
+        return groups
+
+
+def num_parameters(model: nn.Module, trainable_only: bool = False) -> int:
+    """Parameter count (tied weights once); only those with ``requires_grad`` when ``trainable_only``."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
