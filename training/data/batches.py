@@ -1,0 +1,218 @@
+"""Deterministic global batches over a :class:`SampleIndex`, split over ranks, micro-batches and loader workers.
+
+The global batch sequence is defined first and does not depend on the number of ranks, micro-batch size or
+workers: step ``s`` is batch ``s % batches_per_epoch`` of epoch ``s // batches_per_epoch``, i.e. samples
+``perm[b*G:(b+1)*G]`` of that epoch's permutation. Rank ``r`` of ``W`` takes slice ``[r*G/W:(r+1)*G/W]`` and
+micro-batch ``m`` its ``m``-th chunk of ``M``. Resuming at step ``s`` is O(1) and bit-exact: nothing is replayed.
+
+Epoch boundary: with ``drop_last=True`` (default) each epoch has ``N // G`` batches and its last ``N % G`` permuted
+samples are skipped (other samples each epoch, as the permutation changes); with ``drop_last=False`` it has
+``ceil(N / G)`` batches and the last one is completed with the first samples of the same epoch's permutation.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from .token_index import SampleIndex, TokenDataError, read_segment
+
+RowBuilder = Callable[[Sequence[np.ndarray], Sequence[int], int], dict[str, np.ndarray]]
+"""``row_builder(segments, segment_ids, epoch)``: one row (name -> array) from a sample's segments."""
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Which samples every (step, rank, micro-batch) gets: G global, W ranks, M per micro-batch."""
+
+    num_samples: int
+    global_batch_size: int
+    world_size: int
+    micro_batch_size: int
+    seed: int
+    drop_last: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("num_samples", "global_batch_size", "world_size", "micro_batch_size"):
+            if getattr(self, name) < 1:
+                raise TokenDataError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.seed < 0:
+            raise TokenDataError(f"seed must be >= 0, got {self.seed}")
+        G, W, M = self.global_batch_size, self.world_size, self.micro_batch_size
+        if G % (W * M):
+            raise TokenDataError(f"global batch {G} is not divisible by world size {W} x micro-batch {M} = {W * M}: "
+                                 "choose sizes with global_batch_size = world_size * micro_batch_size * grad_accum")
+        if self.drop_last and self.num_samples < G:
+            raise TokenDataError(f"corpus has {self.num_samples} samples, fewer than one global batch of {G}; lower "
+                                 "global_batch_size, add data, or set drop_last=False")
+
+    @property
+    def grad_accum(self) -> int:
+        """Micro-batches per rank per step: G / (W * M)."""
+        return self.global_batch_size // (self.world_size * self.micro_batch_size)
+
+    @property
+    def batches_per_epoch(self) -> int:
+        """Global batches (steps) per epoch."""
+        G = self.global_batch_size
+        return self.num_samples // G if self.drop_last else -(-self.num_samples // G)
+
+    def epoch_of(self, step: int) -> int:
+        """The epoch that global ``step`` belongs to."""
+        return step // self.batches_per_epoch
+
+    def epoch_permutation(self, epoch: int) -> np.ndarray:
+        """Sample ids in epoch order: a permutation from ``Generator(PCG64(SeedSequence([seed, epoch])))``."""
+        cached = self.__dict__.get("_permutation")
+        if cached is not None and cached[0] == epoch:
+            return cached[1]
+        if epoch < 0:
+            raise TokenDataError(f"epoch must be >= 0, got {epoch}")
+        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
+        perm = rng.permutation(self.num_samples)
+        perm.setflags(write=False)
+        self.__dict__["_permutation"] = (epoch, perm)  # a cache of the last epoch, not part of the plan
+        return perm
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_permutation"}
+
+    def micro_batch_samples(self, step: int, rank: int, micro: int) -> np.ndarray:
+        """Sample ids of micro-batch ``micro`` of rank ``rank`` at global ``step`` (``micro_batch_size`` of them)."""
+        if step < 0:
+            raise TokenDataError(f"step must be >= 0, got {step}")
+        if not 0 <= rank < self.world_size:
+            raise TokenDataError(f"rank must be in [0, {self.world_size}), got {rank}")
+        if not 0 <= micro < self.grad_accum:
+            raise TokenDataError(f"micro-batch must be in [0, {self.grad_accum}), got {micro}")
+        epoch, batch = divmod(step, self.batches_per_epoch)
+        G, M = self.global_batch_size, self.micro_batch_size
+        first = batch * G + rank * (G // self.world_size) + micro * M
+        positions = np.arange(first, first + M, dtype=np.int64) % self.num_samples  # wraps only if not drop_last
+        return self.epoch_permutation(epoch)[positions]
+
+    def global_batch(self, step: int) -> np.ndarray:
+        """All G sample ids of global ``step``, in rank then micro-batch order."""
+        return np.concatenate([self.micro_batch_samples(step, r, m)
+                               for r in range(self.world_size) for m in range(self.grad_accum)])
+
+
+def collate_rows(rows: Sequence[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
+    """Stack rows into tensors [len(rows), ...]: integer and bool arrays become int64, others keep their dtype."""
+    batch = {}
+    for name in rows[0]:
+        stacked = np.stack([row[name] for row in rows])
+        if stacked.dtype.kind in "biu":
+            stacked = stacked.astype(np.int64, copy=False)
+        batch[name] = torch.from_numpy(stacked)
+    return batch
+
+
+def build_rows(index: SampleIndex, samples: Sequence[int], row_builder: RowBuilder,
+               epoch: int) -> list[dict[str, np.ndarray]]:
+    """``row_builder`` applied to each sample's segments."""
+    rows = []
+    for sample in samples:
+        segment_ids = index.sample_segments(int(sample)).tolist()
+        rows.append(row_builder([read_segment(index, j) for j in segment_ids], segment_ids, epoch))
+    return rows
+
+
+def _stream_fingerprint(index: SampleIndex, plan: BatchPlan) -> str:
+    """Identifies the global batch sequence: the data, seed, G and drop_last (not W, M or workers)."""
+    key = f"{index.fingerprint}\t{plan.seed}\t{plan.global_batch_size}\t{plan.drop_last}"
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class TokenBatches(IterableDataset):
+    """Collated micro-batches of one rank, in (step, micro-batch) order from ``start_step``.
+
+    Micro-batch ``j`` (counted from ``start_step``) is step ``start_step + j // A``, micro-batch ``j % A``. Loader
+    worker ``w`` of ``K`` builds the ``j`` with ``j % K == w``, so ``DataLoader(batch_size=None)``'s in-order round
+    robin yields the same sequence for any ``K``. ``num_steps=None`` iterates forever.
+    """
+
+    def __init__(self, index: SampleIndex, plan: BatchPlan, rank: int, row_builder: RowBuilder,
+                 start_step: int = 0, num_steps: int | None = None) -> None:
+        super().__init__()
+        if plan.num_samples != index.num_samples:
+            raise TokenDataError(f"the batch plan has {plan.num_samples} samples but the index has "
+                                 f"{index.num_samples}: build the plan with num_samples=index.num_samples")
+        if not 0 <= rank < plan.world_size:
+            raise TokenDataError(f"rank must be in [0, {plan.world_size}), got {rank}")
+        if start_step < 0 or (num_steps is not None and num_steps < 0):
+            raise TokenDataError(f"start_step and num_steps must be >= 0, got {start_step}, {num_steps}")
+        self.index, self.plan, self.rank, self.row_builder = index, plan, rank, row_builder
+        self.start_step, self.num_steps = start_step, num_steps
+        self.fingerprint = _stream_fingerprint(index, plan)
+
+    def micro_batch(self, step: int, micro: int) -> dict[str, torch.Tensor]:
+        """The collated micro-batch ``micro`` of global ``step`` for this rank."""
+        samples = self.plan.micro_batch_samples(step, self.rank, micro)
+        return collate_rows(build_rows(self.index, samples, self.row_builder, self.plan.epoch_of(step)))
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        info = get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        accum = self.plan.grad_accum
+        total = None if self.num_steps is None else self.num_steps * accum
+        j = worker
+        while total is None or j < total:
+            yield self.micro_batch(self.start_step + j // accum, j % accum)
+            j += workers
+
+    def state_dict(self, next_step: int | None = None) -> dict[str, Any]:
+        """``{'start_step', 'fingerprint'}`` to resume at ``next_step`` (the next global step to train; default
+        ``start_step``). The fingerprint covers the index, seed, G and drop_last, so W and M may change."""
+        return {"start_step": self.start_step if next_step is None else int(next_step),
+                "fingerprint": self.fingerprint}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state['start_step']``; refuses a state made with other data or batch settings."""
+        if state.get("fingerprint") != self.fingerprint:
+            raise TokenDataError("the loader state was saved with other token data or batch settings (seed, global "
+                                 "batch size, drop_last): resume with the same ones, or start a fresh run")
+        start = int(state["start_step"])
+        if start < 0:
+            raise TokenDataError(f"start_step must be >= 0, got {start}")
+        self.start_step = start
+
+
+def make_loader(dataset: TokenBatches, num_workers: int) -> DataLoader:
+    """A DataLoader passing ``dataset``'s micro-batches through unchanged (pinned memory only with CUDA)."""
+    if num_workers < 0:
+        raise TokenDataError(f"num_workers must be >= 0, got {num_workers}")
+    return DataLoader(dataset, batch_size=None, num_workers=num_workers, persistent_workers=False,
+                      pin_memory=torch.cuda.is_available())
+
+
+def eval_batches(index: SampleIndex, rank: int, world_size: int, micro_batch_size: int, row_builder: RowBuilder,
+                 epoch: int = 0) -> Iterator[dict[str, torch.Tensor]]:
+    """Unshuffled micro-batches of rank ``rank``'s samples ``i % world_size == rank``, in increasing order.
+
+    Every rank yields the same number of micro-batches, ``ceil(ceil(N / W) / M)``, so collective ops line up. Rows
+    past a rank's samples are padding: all-zero arrays shaped like a real row, with ``row_mask`` (bool [M]) False;
+    weight losses and counts by ``row_mask``.
+    """
+    if world_size < 1 or micro_batch_size < 1:
+        raise TokenDataError(f"world_size and micro_batch_size must be >= 1, got {world_size}, {micro_batch_size}")
+    if not 0 <= rank < world_size:
+        raise TokenDataError(f"rank must be in [0, {world_size}), got {rank}")
+    samples = np.arange(rank, index.num_samples, world_size)
+    per_rank = -(-index.num_samples // world_size)
+    template: dict[str, np.ndarray] | None = None
+    for first in range(0, per_rank, micro_batch_size):
+        rows = build_rows(index, samples[first:first + micro_batch_size], row_builder, epoch)
+        if template is None:
+            template = rows[0] if rows else build_rows(index, [0], row_builder, epoch)[0]
+        real = len(rows)
+        rows += [{name: np.zeros_like(value) for name, value in template.items()}
+                 for _ in range(micro_batch_size - real)]
+        batch = collate_rows(rows)
+        batch["row_mask"] = torch.arange(micro_batch_size) < real
+        yield batch

@@ -1,0 +1,202 @@
+"""Supervised text-to-text data (T5 paper, section 2.4): (input, target) text pairs, task prefixes, token ids.
+
+Every task is cast as "feed the model some text, train it to produce some other text". The task is named by a
+text prefix on the input, e.g. ``"translate English to German: "``, prepended verbatim (include the ``": "``).
+
+Files are TSV (``input<TAB>target``, one pair a line, with or without an ``input<TAB>target`` header) or JSONL
+(``{"input": ..., "target": ...}`` a line), chosen by extension (``.tsv``, ``.jsonl``, either with ``.gz``).
+Local paths and ``gs://``/``s3://`` URIs are accepted. Malformed rows are logged with ``file:line`` and skipped.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import logging
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from c4prep.shards import resolve_uri
+from c4prep.tokenization.vocabulary import Vocabulary
+
+LOGGER = logging.getLogger(__name__)
+
+FORMATS = {".tsv": "tsv", ".tsv.gz": "tsv", ".jsonl": "jsonl", ".jsonl.gz": "jsonl"}
+TSV_HEADER = ("input", "target")
+MAX_LOGGED_ROWS = 20  # malformed rows logged one by one per file; the rest are summed up in one line
+
+
+class TextPairsError(ValueError):
+    """A text-pair file that cannot be used (one-line message saying what to fix)."""
+
+
+class _MalformedRow(Exception):
+    """One row that cannot be parsed (the message says why); counted and skipped."""
+
+
+@dataclass(frozen=True)
+class TextPair:
+    """One example: the model reads ``input`` and is trained to write ``target``."""
+
+    input: str
+    target: str
+
+
+@dataclass(frozen=True)
+class TextPairsRead:
+    """What :func:`load_text_pairs` read: the valid pairs and the 1-based line numbers of the skipped rows."""
+
+    pairs: tuple[TextPair, ...]
+    malformed_lines: tuple[int, ...]
+
+    @property
+    def malformed(self) -> int:
+        """Number of malformed rows skipped."""
+        return len(self.malformed_lines)
+
+
+@dataclass(frozen=True)
+class EncodedPairs:
+    """Token ids of text pairs, EOS-terminated, and how many were truncated to fit."""
+
+    examples: list[tuple[np.ndarray, np.ndarray]]
+    truncated_inputs: int
+    truncated_targets: int
+    truncated: int  # examples with the input, the target or both truncated
+
+
+def read_text_pairs(path: str, task_prefix: str = "") -> list[TextPair]:
+    """The valid (input, target) pairs of a ``.tsv``/``.jsonl`` (optionally ``.gz``) file, inputs prefixed."""
+    return list(load_text_pairs(path, task_prefix).pairs)
+
+
+def load_text_pairs(path: str, task_prefix: str = "") -> TextPairsRead:
+    """:func:`read_text_pairs` plus the malformed-row report; raises :class:`TextPairsError` if no row is valid."""
+    kind, compressed = _file_format(path)
+    pairs: list[TextPair] = []
+    malformed: list[int] = []
+    for number, line in _numbered_lines(path, compressed):
+        try:
+            parsed = _parse_line(line, kind, first=number == 1)
+        except _MalformedRow as error:
+            malformed.append(number)
+            if len(malformed) <= MAX_LOGGED_ROWS:
+                LOGGER.warning("%s:%d: skipped malformed row: %s", path, number, error)
+            continue
+        if parsed is not None:
+            pairs.append(TextPair(task_prefix + parsed[0], parsed[1]))
+    if len(malformed) > MAX_LOGGED_ROWS:
+        LOGGER.warning("%s: skipped %d malformed rows in all (the first %d are logged above)",
+                       path, len(malformed), MAX_LOGGED_ROWS)
+    if not pairs:
+        expected = "input<TAB>target lines" if kind == "tsv" else 'JSON lines with "input" and "target" strings'
+        raise TextPairsError(f"{path}: no valid rows ({len(malformed)} malformed); expected {expected}")
+    return TextPairsRead(tuple(pairs), tuple(malformed))
+
+
+def encode_pairs(pairs: Sequence[TextPair], vocab: Vocabulary, inputs_length: int,
+                 targets_length: int) -> EncodedPairs:
+    """int32 ids of each pair with EOS appended; a side longer than its length keeps its first ``length - 1``
+    ids and then EOS (seqio's "append EOS after trim"), and is counted as truncated."""
+    for name, length in (("inputs_length", inputs_length), ("targets_length", targets_length)):
+        if length < 1:
+            raise ValueError(f"{name} must be >= 1 (room for EOS), got {length}")
+    inputs = _encode_with_eos(vocab, [pair.input for pair in pairs], inputs_length)
+    targets = _encode_with_eos(vocab, [pair.target for pair in pairs], targets_length)
+    cut_inputs = [cut for _, cut in inputs]
+    cut_targets = [cut for _, cut in targets]
+    return EncodedPairs(
+        examples=[(ids_in, ids_out) for (ids_in, _), (ids_out, _) in zip(inputs, targets)],
+        truncated_inputs=sum(cut_inputs),
+        truncated_targets=sum(cut_targets),
+        truncated=sum(a or b for a, b in zip(cut_inputs, cut_targets)),
+    )
+
+
+@dataclass(frozen=True)
+class TextToTextRows:
+    """Picklable pairs -> encoder-decoder rows (for Beam or data-loader workers): :func:`encode_pairs`, then
+    ``training.objectives.packing``: ``pack_encdec`` (greedy in-order packing) or, if ``pack`` is false, one
+    ``pack_encdec_row`` per example. Rows have that module's int32 features (``encoder_input_tokens``, ...)."""
+
+    vocab: Vocabulary
+    inputs_length: int
+    targets_length: int
+    pack: bool = True
+
+    def __call__(self, pairs: Sequence[TextPair]) -> list[dict[str, np.ndarray]]:
+        from ..objectives.packing import pack_encdec, pack_encdec_row  # lazy: reading pairs needs no packing
+
+        examples = encode_pairs(pairs, self.vocab, self.inputs_length, self.targets_length).examples
+        if self.pack:
+            return pack_encdec(examples, self.inputs_length, self.targets_length)
+        return [pack_encdec_row([example], self.inputs_length, self.targets_length) for example in examples]
+
+
+def _encode_with_eos(vocab: Vocabulary, texts: list[str], length: int) -> list[tuple[np.ndarray, bool]]:
+    encoded = []
+    for ids in vocab.encode_batch(texts):
+        cut = len(ids) + 1 > length
+        row = np.empty(min(len(ids) + 1, length), dtype=np.int32)
+        row[:-1] = ids[:len(row) - 1]
+        row[-1] = vocab.eos_id
+        encoded.append((row, cut))
+    return encoded
+
+
+def _file_format(path: str) -> tuple[str, bool]:
+    lowered = path.lower()
+    for suffix, kind in sorted(FORMATS.items(), key=lambda item: -len(item[0])):
+        if lowered.endswith(suffix):
+            return kind, suffix.endswith(".gz")
+    raise TextPairsError(f"{path}: unknown extension; use .tsv or .jsonl (optionally .gz)")
+
+
+def _numbered_lines(path: str, compressed: bool) -> Iterator[tuple[int, str | bytes]]:
+    """(1-based number, line without its newline) of each line; undecodable lines are passed on as bytes."""
+    fs, resolved = resolve_uri(path)
+    if fs.get_file_info(resolved).type != pafs.FileType.File:
+        raise TextPairsError(f"{path}: no such file; check the path")
+    with fs.open_input_stream(resolved, compression=None) as raw:
+        stream = gzip.GzipFile(fileobj=raw) if compressed else io.BufferedReader(raw)
+        try:
+            for number, line in enumerate(stream, start=1):
+                line = line.rstrip(b"\r\n")
+                try:
+                    yield number, line.decode("utf-8")
+                except UnicodeDecodeError:
+                    yield number, line
+        except (OSError, EOFError, zlib.error) as error:
+            raise TextPairsError(f"{path}: corrupt or truncated gzip ({error}); re-create or re-download it") \
+                from error
+
+
+def _parse_line(line: str | bytes, kind: str, first: bool) -> tuple[str, str] | None:
+    """(input, target) of a line, ``None`` for a blank line or the TSV header; :class:`_MalformedRow` if bad."""
+    if isinstance(line, bytes):
+        raise _MalformedRow("invalid UTF-8")
+    if not line.strip():
+        return None
+    if kind == "tsv":
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise _MalformedRow(f"expected 2 tab-separated fields (input, target), got {len(fields)}")
+        if first and tuple(fields) == TSV_HEADER:
+            return None
+        return fields[0], fields[1]
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise _MalformedRow(f"invalid JSON ({error.msg})") from None
+    if not isinstance(record, dict):
+        raise _MalformedRow(f"expected a JSON object, got {type(record).__name__}")
+    missing = [key for key in TSV_HEADER if key not in record]
+    if missing:
+        raise _MalformedRow(f"missing key(s) {', '.join(map(repr, missing))}")
+    if not all(isinstance(record[key], str) for key in TSV_HEADER):
+        raise _MalformedRow('"input" and "target" must be strings')
+    return record["input"], record["target"]

@@ -1,0 +1,281 @@
+"""The sample index over token shards: T5-style concatenated segments, packed into samples that fit one row.
+
+Documents are read in manifest shard order. Within each shard, groups of ``concat_documents`` consecutive non-empty
+documents are concatenated and cut into consecutive segments of ``segment_length`` tokens, so only a group's last
+segment is short (T5's ``reduce_concat_tokens`` + ``split_tokens``). Because a shard stores its documents' ids back
+to back, every segment is one contiguous slice of the shard's flat ``ids`` values: a segment is just (shard, start,
+length). Full-length segments are samples on their own; the short ones are grouped greedily in index order into
+samples whose summed output lengths fit one packed row.
+
+Differences from T5, by design: documents longer than 65,536 tokens are kept whole (T5 keeps one random 65,536-token
+chunk), and token id 0 is not deleted (SentencePiece never emits the pad id, so c4prep token shards hold none).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from c4prep.manifest import ManifestError, ShardEntry, read_manifest
+from c4prep.shards import join_uri, resolve_uri
+
+INDEX_VERSION = 1  # bump when the segmenting or packing rule changes: it is part of the fingerprint
+
+
+class TokenDataError(ValueError):
+    """Token shards or loader settings that cannot work (one-line message saying what to do)."""
+
+
+@dataclass(frozen=True, eq=False)
+class SampleIndex:
+    """Segments of one split and the samples (packed rows) made of them.
+
+    Segment ``j`` is ``segment_length[j]`` ids starting at ``segment_start[j]`` in the flat ``ids`` values of shard
+    ``shard_paths[segment_shard[j]]``. Sample ``i`` is segments ``sample_offsets[i]:sample_offsets[i + 1]``.
+    """
+
+    split: str
+    shard_paths: tuple[str, ...]
+    segment_shard: np.ndarray  # int32
+    segment_start: np.ndarray  # int64
+    segment_length: np.ndarray  # int32
+    sample_offsets: np.ndarray  # int64, num_samples + 1
+    fingerprint: str
+
+    @property
+    def num_samples(self) -> int:
+        """Number of samples (packed rows)."""
+        return len(self.sample_offsets) - 1
+
+    @property
+    def num_segments(self) -> int:
+        """Number of segments."""
+        return len(self.segment_length)
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of tokens over all segments (every non-empty document's ids, once)."""
+        return int(self.segment_length.sum(dtype=np.int64))
+
+    def sample_segments(self, sample: int) -> np.ndarray:
+        """Global segment ids of ``sample``."""
+        if not 0 <= sample < self.num_samples:
+            raise IndexError(f"sample {sample} out of range [0, {self.num_samples})")
+        return np.arange(self.sample_offsets[sample], self.sample_offsets[sample + 1], dtype=np.int64)
+
+
+def _split_shards(token_dir: str, split: str) -> tuple[list[ShardEntry], list[str]]:
+    """The split's manifest entries (manifest order) and local shard paths; :class:`TokenDataError` otherwise."""
+    fs, path = resolve_uri(token_dir)
+    if not isinstance(fs, pafs.LocalFileSystem):
+        raise TokenDataError(f"token folder {token_dir} is not local: copy it to local disk, the loader "
+                             "memory-maps the shards")
+    if fs.get_file_info(path).type != pafs.FileType.Directory:
+        raise TokenDataError(f"token folder {token_dir} does not exist: run `c4prep tokenize --output {token_dir}` "
+                             "or pass the folder it wrote")
+    try:
+        manifest = read_manifest(token_dir)
+    except ManifestError as error:
+        raise TokenDataError(f"token folder {token_dir} is not usable: {error}") from None
+    names = manifest.schema().names
+    if "ids" not in names or "length" not in names:
+        raise TokenDataError(f"{token_dir} holds no token shards (no 'ids'/'length' columns): pass the output "
+                             "folder of `c4prep tokenize`, not the documents")
+    entries = [shard for shard in manifest.shards if shard.split == split]
+    if not entries:
+        raise TokenDataError(f"{token_dir} has no split {split!r}; its splits are: "
+                             f"{', '.join(sorted(manifest.splits)) or 'none'}")
+    if sum(shard.num_rows for shard in entries) == 0:
+        raise TokenDataError(f"split {split!r} of {token_dir} has no documents: tokenize a non-empty corpus")
+    return entries, [join_uri(path, shard.name) for shard in entries]
+
+
+def _document_lengths(path: str, entry: ShardEntry) -> np.ndarray:
+    """Token counts (int64) of a shard's documents, read from the ``length`` column only."""
+    if not os.path.isfile(path):
+        raise TokenDataError(f"shard {path} listed in the manifest is missing: re-run `c4prep tokenize`")
+    if os.path.getsize(path) != entry.num_bytes:
+        raise TokenDataError(f"shard {path} has {os.path.getsize(path)} bytes, the manifest says {entry.num_bytes}: "
+                             "the folder changed after tokenizing; re-run `c4prep tokenize`")
+    parts = []
+    with pa.memory_map(path) as source:
+        reader = pa.ipc.open_file(source)
+        for b in range(reader.num_record_batches):
+            batch = reader.get_batch(b)
+            lengths = batch.column("length").to_numpy().astype(np.int64)  # copies out of the map
+            if not np.array_equal(np.diff(batch.column("ids").offsets.to_numpy()), lengths):
+                raise TokenDataError(f"shard {path} batch {b}: 'length' disagrees with the ids: the shard is "
+                                     "corrupt; re-run `c4prep tokenize`")
+            parts.append(lengths)
+    lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    if len(lengths) != entry.num_rows:
+        raise TokenDataError(f"shard {path} has {len(lengths)} rows, the manifest says {entry.num_rows}: "
+                             "re-run `c4prep tokenize`")
+    return lengths
+
+
+def _shard_segments(lengths: np.ndarray, segment_length: int,
+                    concat_documents: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of one shard's segments: groups of non-empty documents concatenated, then cut."""
+    starts = np.zeros(len(lengths), np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    keep = lengths > 0
+    lengths, starts = lengths[keep], starts[keep]
+    if len(lengths) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    first = np.arange(0, len(lengths), concat_documents)
+    totals = np.add.reduceat(lengths, first)  # a group's documents are contiguous in the flat values
+    group_start = starts[first]
+    counts = -(-totals // segment_length)
+    group = np.repeat(np.arange(len(first)), counts)
+    before = np.zeros(len(first), np.int64)
+    np.cumsum(counts[:-1], out=before[1:])
+    offset = (np.arange(len(group), dtype=np.int64) - before[group]) * segment_length
+    return group_start[group] + offset, np.minimum(segment_length, totals[group] - offset)
+
+
+def _first_fit_groups(inputs: np.ndarray, targets: np.ndarray, inputs_length: int, targets_length: int) -> np.ndarray:
+    """Group id (0, 1, ...) of each item: greedily in order, an item joins the current group if the summed inputs
+    and targets stay within the limits, else it starts a new group (seqio's packing rule)."""
+    groups = []
+    group, used_inputs, used_targets = -1, inputs_length + 1, targets_length + 1
+    for x, y in zip(inputs.tolist(), targets.tolist()):
+        if used_inputs + x <= inputs_length and used_targets + y <= targets_length:
+            used_inputs += x
+            used_targets += y
+        else:
+            group, used_inputs, used_targets = group + 1, x, y
+        groups.append(group)
+    return np.asarray(groups, dtype=np.int64)
+
+
+def _length_table(output_lengths: Callable[[int], tuple[int, int]], segment_length: int, inputs_length: int,
+                  targets_length: int) -> np.ndarray:
+    """``output_lengths(n)`` for n = 1 .. segment_length as an int64 array [segment_length, 2], checked."""
+    table = np.array([tuple(map(int, output_lengths(n))) for n in range(1, segment_length + 1)], dtype=np.int64)
+    if table.shape != (segment_length, 2) or table.min() < 0:
+        raise TokenDataError("output_lengths must return two non-negative ints (inputs, targets) per segment length")
+    over = np.flatnonzero((table[:, 0] > inputs_length) | (table[:, 1] > targets_length))
+    if len(over):
+        n = int(over[0]) + 1
+        raise TokenDataError(f"a {n}-token segment gives (inputs, targets) = {tuple(table[n - 1].tolist())}, over the "
+                             f"row lengths ({inputs_length}, {targets_length}): lower segment_length or raise the "
+                             "row lengths")
+    return table
+
+
+def build_sample_index(token_dir: str, split: str, segment_length: int,
+                       output_lengths: Callable[[int], tuple[int, int]], inputs_length: int, targets_length: int,
+                       concat_documents: int = 128) -> SampleIndex:
+    """Segment and pack one split of a token folder (see the module docstring); deterministic in its arguments.
+
+    ``output_lengths(n)`` is the (inputs, targets) length of a row built from an ``n``-token segment (e.g. span
+    corruption's, EOS included); samples are packed so that their summed lengths fit (inputs_length,
+    targets_length). Samples are ordered by their first segment, segments by sample.
+    """
+    for name, value in (("segment_length", segment_length), ("concat_documents", concat_documents),
+                        ("inputs_length", inputs_length), ("targets_length", targets_length)):
+        if value < 1:
+            raise TokenDataError(f"{name} must be >= 1, got {value}")
+    entries, paths = _split_shards(token_dir, split)
+    table = _length_table(output_lengths, segment_length, inputs_length, targets_length)
+    shard_ids, starts, lengths = [], [], []
+    for k, (entry, path) in enumerate(zip(entries, paths)):
+        start, length = _shard_segments(_document_lengths(path, entry), segment_length, concat_documents)
+        shard_ids.append(np.full(len(start), k, np.int32))
+        starts.append(start)
+        lengths.append(length)
+    segment_shard, segment_start = np.concatenate(shard_ids), np.concatenate(starts)
+    segment_len = np.concatenate(lengths).astype(np.int32)
+    if len(segment_len) == 0:
+        raise TokenDataError(f"split {split!r} of {token_dir} has only empty documents: tokenize a non-empty corpus")
+
+    # Pack: a full segment is its own sample; short ones join greedily. A sample is keyed by its first segment.
+    key = np.arange(len(segment_len), dtype=np.int64)
+    short = np.flatnonzero(segment_len < segment_length)
+    if len(short):
+        row = table[segment_len[short] - 1]
+        groups = _first_fit_groups(row[:, 0], row[:, 1], inputs_length, targets_length)
+        firsts = short[np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])]
+        key[short] = firsts[groups]
+    order = np.argsort(key, kind="stable")  # stable: a sample's segments stay in index order
+    key = key[order]
+    sample_starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    sample_offsets = np.r_[sample_starts, len(key)].astype(np.int64)
+
+    description = {"version": INDEX_VERSION, "split": split, "segment_length": segment_length,
+                   "concat_documents": concat_documents, "inputs_length": inputs_length,
+                   "targets_length": targets_length, "output_lengths": table.tolist(),
+                   "shards": [[e.name, e.num_rows, e.sha256] for e in entries]}
+    fingerprint = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
+    arrays = [segment_shard[order], segment_start[order], segment_len[order], sample_offsets]
+    for array in arrays:
+        array.setflags(write=False)
+    return SampleIndex(split, tuple(paths), *arrays, fingerprint)
+
+
+class _ShardValues:
+    """The flat ``ids`` values of one memory-mapped shard, one zero-copy view per record batch."""
+
+    def __init__(self, path: str) -> None:
+        self._source = pa.memory_map(path)
+        reader = pa.ipc.open_file(self._source)
+        self._views = []
+        for b in range(reader.num_record_batches):
+            ids = reader.get_batch(b).column("ids")
+            offsets = ids.offsets
+            first, last = (offsets[0].as_py(), offsets[-1].as_py()) if len(ids) else (0, 0)
+            self._views.append(ids.values.slice(first, last - first).to_numpy(zero_copy_only=True))
+        self._starts = np.zeros(len(self._views) + 1, np.int64)
+        np.cumsum([len(view) for view in self._views], out=self._starts[1:])
+
+    def read(self, start: int, length: int) -> np.ndarray:
+        """Values ``start : start + length`` (a read-only view when inside one record batch)."""
+        end = start + length
+        if not 0 <= start <= end <= self._starts[-1]:
+            raise IndexError(f"values {start}:{end} outside the shard's {self._starts[-1]} values")
+        b = int(np.searchsorted(self._starts, start, side="right")) - 1
+        if end <= self._starts[b + 1]:
+            return self._views[b][start - self._starts[b]:end - self._starts[b]]
+        pieces = []
+        while start < end:  # the range crosses record batches
+            b = int(np.searchsorted(self._starts, start, side="right")) - 1
+            stop = min(end, int(self._starts[b + 1]))
+            pieces.append(self._views[b][start - self._starts[b]:stop - self._starts[b]])
+            start = stop
+        return np.concatenate(pieces)
+
+
+_OPEN_SHARDS: dict[str, _ShardValues] = {}
+_OPEN_PID = os.getpid()
+
+
+def _shard_values(path: str) -> _ShardValues:
+    """The process's memory map of ``path``, opened on first use (so DataLoader workers map after the fork)."""
+    global _OPEN_PID
+    if _OPEN_PID != os.getpid():
+        _OPEN_SHARDS.clear()
+        _OPEN_PID = os.getpid()
+    shard = _OPEN_SHARDS.get(path)
+    if shard is None:
+        shard = _OPEN_SHARDS[path] = _ShardValues(path)
+    return shard
+
+
+def close_shards() -> None:
+    """Drop this process's memory maps (they reopen on the next read)."""
+    _OPEN_SHARDS.clear()
+
+
+def read_segment(index: SampleIndex, segment: int) -> np.ndarray:
+    """Token ids of global segment ``segment`` (the shard's dtype, uint16 or uint32; treat it as read-only)."""
+    if not 0 <= segment < index.num_segments:
+        raise IndexError(f"segment {segment} out of range [0, {index.num_segments})")
+    shard = _shard_values(index.shard_paths[int(index.segment_shard[segment])])
+    return shard.read(int(index.segment_start[segment]), int(index.segment_length[segment]))
