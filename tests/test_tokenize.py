@@ -11,10 +11,8 @@ from click.testing import CliRunner
 from c4prep.cli import main
 from c4prep.manifest import manifest_fingerprint, read_manifest
 from c4prep.shards import read_shard
-from c4prep.tokenization.run_tokenize import TokenizeConfig, run_tokenize
 from c4prep.tokenization.token_shards import token_batch, token_schema
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
-
 
 
 def digests(folder: Path) -> dict[str, str]:
@@ -22,10 +20,8 @@ def digests(folder: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def tokens(tmp_path_factory, sample_documents, sample_vocab) -> Path:
-    output = tmp_path_factory.mktemp("tokens") / "en"
-    run_tokenize(TokenizeConfig(input=str(sample_documents), vocab=str(sample_vocab), output=str(output)))
-    return output
+def tokens(sample_tokens) -> Path:
+    return sample_tokens
 
 
 def test_token_shards_mirror_the_document_shards(sample_documents, tokens):

@@ -1,0 +1,122 @@
+"""`train`: the command chain on the real sample, exact resume, 2-process DDP, evaluation and user errors."""
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from c4prep.training.checkpoint import load_checkpoint
+from c4prep.training.cli import main
+from c4prep.training.metrics_log import read_metrics
+
+# A t5_tiny run small enough for CI: rows of 128/32 tokens, 8 sequences per step.
+TINY = ["model=t5_tiny", "objective.inputs_length=128", "objective.targets_length=32",
+        "trainer.global_batch_size=8", "trainer.micro_batch_size=4", "trainer.log_every=1",
+        "trainer.progress=false", "trainer.tensorboard=false", "trainer.num_workers=0",
+        "optimizer=adamw", "optimizer.lr=3e-3", "schedule=constant"]
+
+
+def train(tokens: Path, run_dir: Path, *overrides: str) -> int:
+    return main([f"data.tokens={tokens}", f"output_dir={run_dir}", *TINY, *overrides])
+
+
+def train_losses(run_dir: Path) -> dict[int, float]:
+    return {r["step"]: r["metrics"]["loss"] for r in read_metrics(run_dir / "metrics.jsonl") if r["split"] == "train"}
+
+
+def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(run_dir)["model"]
+
+
+@pytest.fixture(scope="module")
+def reference_run(sample_tokens, tmp_path_factory) -> Path:
+    """6 uninterrupted steps, validated on the train split (the sample's validation split is empty)."""
+    run_dir = tmp_path_factory.mktemp("runs") / "reference"
+    assert train(sample_tokens, run_dir, "trainer.max_steps=6", "trainer.eval_every=3", "trainer.eval_batches=2",
+                 "data.validation_split=train", "trainer.checkpoint_every=3") == 0
+    return run_dir
+
+
+def test_pretrain_chain_trains_and_writes_a_run_folder(reference_run):
+    losses = train_losses(reference_run)
+    assert sorted(losses) == [1, 2, 3, 4, 5, 6]
+    assert all(math.isfinite(v) for v in losses.values())
+    assert losses[6] < losses[1]  # 6 AdamW steps at 3e-3 move a fresh model's loss down
+    validation = [r for r in read_metrics(reference_run / "metrics.jsonl") if r["split"] == "validation"]
+    assert [r["step"] for r in validation] == [3, 6]
+    assert 0 <= validation[-1]["metrics"]["token_accuracy"] <= 1
+    state = load_checkpoint(reference_run)
+    assert state["step"] == 6 and state["model_spec"]["name"] == "t5"
+    assert (reference_run / "config.yaml").read_text().count("t5_tiny") == 1
+
+
+def test_resume_equals_uninterrupted_run(sample_tokens, reference_run, tmp_path):
+    run_dir = tmp_path / "resumed"
+    common = ["trainer.eval_every=3", "trainer.eval_batches=2", "data.validation_split=train",
+              "trainer.checkpoint_every=3"]
+    assert train(sample_tokens, run_dir, "trainer.max_steps=3", *common) == 0
+    assert train(sample_tokens, run_dir, "trainer.max_steps=6", "resume=must", *common) == 0
+    assert train_losses(run_dir) == train_losses(reference_run)  # bit-identical, steps 4-6 included
+    resumed, reference = final_weights(run_dir), final_weights(reference_run)
+    assert all(torch.equal(resumed[name], reference[name]) for name in reference)
+    records = read_metrics(run_dir / "metrics.jsonl")
+    assert len(records) == len(read_metrics(reference_run / "metrics.jsonl"))  # no duplicated steps
+
+
+def test_data_loader_workers_do_not_change_the_run(sample_tokens, reference_run, tmp_path):
+    run_dir = tmp_path / "workers"
+    assert train(sample_tokens, run_dir, "trainer.max_steps=3", "trainer.num_workers=2", "trainer.eval_every=0",
+                 "data.validation_split=null") == 0
+    reference = train_losses(reference_run)
+    assert train_losses(run_dir) == {step: reference[step] for step in (1, 2, 3)}
+
+
+def test_two_process_ddp_matches_single_process(sample_tokens, reference_run, tmp_path):
+    run_dir = tmp_path / "ddp"
+    overrides = [f"data.tokens={sample_tokens}", f"output_dir={run_dir}", *TINY, "trainer.max_steps=3",
+                 "trainer.micro_batch_size=2", "trainer.eval_every=0", "data.validation_split=null",
+                 "trainer.device=cpu"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             "-m", "c4prep.training.cli", *overrides], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    ddp, single = train_losses(run_dir), train_losses(reference_run)
+    for step in (1, 2, 3):  # same global batch of 8: 2 ranks x 2 micro-batches of 2 vs 1 rank x 2 of 4
+        assert ddp[step] == pytest.approx(single[step], rel=1e-5)
+
+
+def test_evaluate_stage_scores_a_checkpoint(sample_tokens, reference_run, tmp_path, capsys):
+    code = main([f"data.tokens={sample_tokens}", *TINY, "stage=evaluate", f"init_from={reference_run}",
+                 "data.validation_split=train", f"output_dir={tmp_path / 'eval'}"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["checkpoint_step"] == 6
+    assert 0 < summary["validation"]["loss"] < 20
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["model=t5_huge"], "Could not find 'model/t5_huge' (available: t5_base"),
+    (["trainer.max_stepz=3"], "Could not override 'trainer.max_stepz'"),
+    (["trainer.max_steps=abc"], "trainer.max_steps='abc' must be of type int"),
+    (["stage=pretrian"], "stage='pretrian' is not valid; choose one of: pretrain, finetune, evaluate"),
+    (["trainer.global_batch_size=6"], "not divisible by world size 1 x micro-batch 4"),
+    (["trainer.global_batch_size=4096", "trainer.micro_batch_size=8"], "fewer than one global batch of 4096"),
+    (["objective=span_corruption", "objective.targets_length=8"], "bad objective settings"),
+    (["stage=evaluate"], "stage=evaluate needs init_from="),
+])
+def test_user_errors_are_one_line(sample_tokens, tmp_path, capsys, overrides, message):
+    code = main([f"data.tokens={sample_tokens}", f"output_dir={tmp_path}", *TINY, *overrides])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_missing_token_folder_says_what_to_run(tmp_path, capsys):
+    assert main([f"data.tokens={tmp_path / 'nowhere'}", f"output_dir={tmp_path}", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "c4prep tokenize" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,66 @@
+"""The ``train`` command: ``train [group=option ...] [key=value ...]`` over the bundled ``configs/``."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from c4prep.manifest import ManifestError
+
+from .checkpoint import CheckpointError
+from .config import TrainConfigError, config_dir, load_config, to_yaml
+from .data.token_index import TokenDataError
+from .distributed import shutdown_distributed
+from .trainer import TrainingDiverged
+
+USAGE = """usage: train [--print-config] [group=option ...] [key=value ...]
+
+Stages: stage=pretrain (default) | finetune | evaluate. Config groups (configs/<group>/<option>.yaml):
+{groups}
+Examples:
+  train stage=pretrain model=t5_tiny trainer.max_steps=20
+  train stage=evaluate init_from=c4prep_runs/pretrain
+  torchrun --nproc_per_node=2 -m c4prep.training.cli trainer.device=cpu   # DDP (gloo on CPU)
+"""
+USER_ERRORS = (TrainConfigError, TokenDataError, CheckpointError, ManifestError)
+
+
+def _groups() -> str:
+    lines = []
+    for folder in sorted(p for p in config_dir().iterdir() if p.is_dir() and p.name not in ("corpus", "__pycache__")):
+        options = sorted(f.stem for f in folder.glob("*.yaml"))
+        lines.append(f"  {folder.name:<10} {', '.join(options)}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in args):
+        print(USAGE.format(groups=_groups()))
+        return 0
+    print_only = "--print-config" in args
+    args = [a for a in args if a != "--print-config"]
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        cfg = load_config(args)
+        if print_only:
+            print(to_yaml(cfg), end="")
+            return 0
+        from .stages import run_stage
+
+        summary = run_stage(cfg)
+    except USER_ERRORS as error:
+        print(f"train: error: {error}", file=sys.stderr)
+        return 2
+    except TrainingDiverged as error:
+        print(f"train: stopped: {error}", file=sys.stderr)
+        return 1
+    finally:
+        shutdown_distributed()
+    print(json.dumps({k: v for k, v in summary.items() if k != "losses"}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""`torch.distributed` set-up for data-parallel training launched by ``torchrun`` (gloo on CPU, nccl on GPU).
+
+A plain ``python``/``train`` launch is a world of one: every helper here then does nothing.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """This process's place in the data-parallel world."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def init_distributed(device: torch.device) -> DistEnv:
+    """Join the process group that ``torchrun`` describes in the environment (or return a world of one)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1:
+        return DistEnv()
+    env = DistEnv(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return env
+
+
+def shutdown_distributed() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_sum(tensor: torch.Tensor, env: DistEnv) -> torch.Tensor:
+    """Sum ``tensor`` over ranks (in place) and return it."""
+    if env.enabled:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def all_gather_objects(value: object, env: DistEnv) -> list[object]:
+    """Every rank's ``value``, in rank order."""
+    if not env.enabled:
+        return [value]
+    gathered: list[object] = [None] * env.world_size
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
+def barrier(env: DistEnv) -> None:
+    if env.enabled:
+        dist.barrier()
+
+
+def select_device(name: str) -> torch.device:
+    """``auto`` picks this rank's GPU when CUDA is present, else the CPU."""
+    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise ValueError("trainer.device=cuda but no CUDA device is visible; use trainer.device=cpu or auto")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")

@@ -1,0 +1,19 @@
+"""Stages run by ``train stage=<name>``."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig
+
+
+def run_stage(cfg: DictConfig) -> dict[str, Any]:
+    """Run ``cfg.stage`` and return its summary."""
+    runner: Callable[[DictConfig], dict[str, Any]]
+    if cfg.stage == "pretrain":
+        from .pretrain import run_pretrain as runner
+    elif cfg.stage == "finetune":
+        from .finetune import run_finetune as runner
+    else:
+        from .evaluate import run_evaluate as runner
+    return runner(cfg)

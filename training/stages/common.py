@@ -1,0 +1,96 @@
+"""Wiring every stage shares: run folder, device and ranks, model/optimizer/schedule from config, resume."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+from ..config import TrainConfigError, TrainerSettings, section, to_yaml, trainer_settings
+from ..distributed import DistEnv, init_distributed, select_device
+from ..models import build_model
+from ..optim import build_optimizer
+from ..schedules import build_schedule
+from ..trainer import Trainer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where and how this process runs."""
+
+    cfg: DictConfig
+    settings: TrainerSettings
+    env: DistEnv
+    device: torch.device
+    run_dir: Path
+
+
+def start_run(cfg: DictConfig) -> RunContext:
+    """Pick the device, join the ranks, create the run folder and record the resolved config in it."""
+    settings = trainer_settings(cfg)
+    try:
+        device = select_device(settings.device)
+    except ValueError as error:
+        raise TrainConfigError(str(error)) from None
+    env = init_distributed(device)
+    run_dir = Path(cfg.output_dir)
+    if env.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    return RunContext(cfg, settings, env, device, run_dir)
+
+
+def model_from_config(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The model the ``model:`` section names, initialised from ``seed``; also returns its spec for checkpoints."""
+    spec = {**section(cfg, "model"), "vocab_size": vocab_size}
+    torch.manual_seed(cfg.seed)
+    return _build(spec), spec
+
+
+def model_from_checkpoint(state: dict[str, Any]) -> torch.nn.Module:
+    """The model a checkpoint was trained with, its weights loaded."""
+    model = _build(state["model_spec"])
+    model.load_state_dict(state["model"])
+    return model
+
+
+def _build(spec: dict[str, Any]) -> torch.nn.Module:
+    try:
+        return build_model(**spec)
+    except (TypeError, ValueError) as error:
+        raise TrainConfigError(f"bad model settings {spec}: {error}") from None
+
+
+def optimization_from_config(cfg: DictConfig, parameters) -> tuple[torch.optim.Optimizer, Any]:
+    """Optimizer and LR schedule from the ``optimizer:`` and ``schedule:`` sections."""
+    optimizer_cfg, schedule_cfg = section(cfg, "optimizer"), section(cfg, "schedule")
+    try:
+        optimizer = build_optimizer(optimizer_cfg["name"], parameters, lr=float(optimizer_cfg["lr"]),
+                                    **optimizer_cfg.get("options", {}))
+        scheduler = build_schedule(schedule_cfg["name"], optimizer, **schedule_cfg.get("options", {}))
+    except (KeyError, TypeError, ValueError) as error:
+        raise TrainConfigError(f"bad optimizer/schedule settings: {error}") from None
+    return optimizer, scheduler
+
+
+def restore(trainer: Trainer, cfg: DictConfig, data_fingerprint: str) -> None:
+    """Apply ``resume=auto|never|must``: continue from the run folder's latest checkpoint when asked and present."""
+    found = latest_checkpoint(trainer.run_dir)
+    if cfg.resume == "must" and found is None:
+        raise CheckpointError(f"resume=must but {trainer.run_dir} has no checkpoint; use resume=auto to start fresh")
+    if found is None or cfg.resume == "never":
+        trainer.logger.truncate_after(0)
+        return
+    state = load_checkpoint(found)
+    if state.get("data_fingerprint") != data_fingerprint:
+        raise CheckpointError(f"{found} was trained on other data or batch settings; use a new output_dir or "
+                              "resume=never to start over")
+    trainer.load_state_dict(state)
+    if trainer.env.is_main:
+        log.info("resumed from %s at step %d", found, trainer.step)

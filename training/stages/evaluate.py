@@ -1,0 +1,37 @@
+"""``train stage=evaluate init_from=<checkpoint or run folder>``: validation metrics of a trained model.
+
+Scores the validation split of the configured token shards with the configured objective (the same seed gives
+the same masks, so numbers are comparable across checkpoints) and writes them to ``<output_dir>/metrics.jsonl``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig
+
+from ..checkpoint import CheckpointError, load_checkpoint
+from ..data.batches import eval_batches
+from ..data.token_index import TokenDataError
+from ..metrics_log import MetricsLogger
+from ..tasks import EncDecTask
+from ..trainer import evaluate_model
+from .common import model_from_checkpoint, start_run
+from .pretrain import pretrain_data
+
+
+def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
+    if not cfg.init_from:
+        raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
+    ctx = start_run(cfg)
+    state = load_checkpoint(cfg.init_from)
+    model = model_from_checkpoint(state).to(ctx.device)
+    data = pretrain_data(cfg)
+    if data.validation is None:
+        raise TokenDataError(f"split {cfg.data.validation_split!r} of {cfg.data.tokens} has no samples to evaluate; "
+                             "set data.validation_split=<split>")
+    batches = eval_batches(data.validation, ctx.env.rank, ctx.env.world_size, ctx.settings.micro_batch_size,
+                           data.row_builder)
+    metrics = evaluate_model(model, EncDecTask(), batches, ctx.env, ctx.device, ctx.settings.precision)
+    with MetricsLogger(ctx.run_dir, enabled=ctx.env.is_main, tensorboard=False) as logger:
+        logger.log(int(state["step"]), "validation", metrics or {})
+    return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]), "validation": metrics}

@@ -1,0 +1,113 @@
+"""``train stage=pretrain``: an objective (T5 span corruption by default) over the token shards of ``c4prep tokenize``.
+
+token shards -> segment index -> deterministic global batches -> objective + packing (per sample, seeded by
+(seed, epoch, segment id)) -> model -> trainer.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig
+
+from c4prep.manifest import Manifest, ManifestError, read_manifest
+
+from ..config import TrainConfigError, section
+from ..data.batches import BatchPlan, TokenBatches, eval_batches, make_loader
+from ..data.token_index import SampleIndex, TokenDataError, build_sample_index
+from ..objectives import make_objective
+from ..objectives.packing import EncDecRowBuilder
+from ..tasks import EncDecTask
+from ..trainer import Trainer
+from .common import RunContext, model_from_config, optimization_from_config, restore, start_run
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PretrainData:
+    """The corpus side of pre-training: indices of both splits and how a sample becomes a row."""
+
+    train: SampleIndex
+    validation: SampleIndex | None
+    row_builder: EncDecRowBuilder
+    vocab_size: int
+
+
+def token_manifest(tokens_dir: str) -> Manifest:
+    try:
+        return read_manifest(tokens_dir)
+    except ManifestError as error:
+        raise TokenDataError(f"{error}; run `c4prep tokenize` first or set data.tokens=<token folder>") from None
+
+
+def vocabulary_size(manifest: Manifest, tokens_dir: str) -> int:
+    """Ids of the vocabulary the token shards were made with (sentinels included), from their manifest."""
+    vocabulary = manifest.extra.get("vocabulary", {})
+    if "vocab_size" not in vocabulary:
+        raise TokenDataError(f"{tokens_dir}/manifest.json names no vocabulary; re-run `c4prep tokenize`")
+    return int(vocabulary["vocab_size"])
+
+
+def pretrain_data(cfg: DictConfig) -> PretrainData:
+    """Build the objective and the sample indices the config asks for."""
+    data, objective_cfg = section(cfg, "data"), section(cfg, "objective")
+    manifest = token_manifest(data["tokens"])
+    vocab_size = vocabulary_size(manifest, data["tokens"])
+    inputs_length, targets_length = int(objective_cfg["inputs_length"]), int(objective_cfg["targets_length"])
+    try:
+        objective = make_objective(objective_cfg["name"], vocab_size=vocab_size, **objective_cfg.get("params", {}))
+        segment_length = objective.segment_length(inputs_length, targets_length)
+    except ValueError as error:
+        raise TrainConfigError(f"bad objective settings: {error}") from None
+
+    def index(split: str) -> SampleIndex:
+        return build_sample_index(data["tokens"], split, segment_length, objective.output_lengths, inputs_length,
+                                  targets_length, concat_documents=int(data["concat_documents"]))
+
+    split = data.get("validation_split")
+    has_validation = bool(split) and manifest.splits.get(split) is not None and manifest.splits[split].num_rows > 0
+    if split and not has_validation:
+        log.warning("no validation: split %r of %s has no documents", split, data["tokens"])
+    validation = index(split) if has_validation else None
+    row_builder = EncDecRowBuilder(objective, inputs_length, targets_length, seed=int(cfg.seed))
+    return PretrainData(index(data["train_split"]), validation, row_builder, vocab_size)
+
+
+def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
+    """Everything wired and restored (when resuming), ready for ``fit()``."""
+    data = pretrain_data(cfg)
+    settings = ctx.settings
+    plan = BatchPlan(data.train.num_samples, settings.global_batch_size, ctx.env.world_size,
+                     settings.micro_batch_size, seed=int(cfg.seed))
+    model, model_spec = model_from_config(cfg, data.vocab_size)
+    optimizer, scheduler = optimization_from_config(cfg, model.parameters())
+    fingerprint = TokenBatches(data.train, plan, ctx.env.rank, data.row_builder).state_dict()["fingerprint"]
+
+    def train_batches(start_step: int):
+        dataset = TokenBatches(data.train, plan, ctx.env.rank, data.row_builder, start_step=start_step)
+        return iter(make_loader(dataset, settings.num_workers))
+
+    def validation_batches():
+        return eval_batches(data.validation, ctx.env.rank, ctx.env.world_size, settings.micro_batch_size,
+                            data.row_builder)
+
+    extra: dict[str, Any] = {"model_spec": model_spec, "data_fingerprint": fingerprint,
+                             "config": section(cfg, "objective") | {"stage": cfg.stage}}
+    trainer = Trainer(settings, ctx.run_dir, model, EncDecTask(z_loss=float(cfg.z_loss)), optimizer,
+                      scheduler, train_batches, plan.grad_accum, ctx.env, ctx.device,
+                      eval_batches=validation_batches if data.validation is not None else None,
+                      checkpoint_extra=extra)
+    restore(trainer, cfg, fingerprint)
+    return trainer
+
+
+def run_pretrain(cfg: DictConfig) -> dict[str, Any]:
+    """Train; returns a summary (steps, last loss, validation metrics)."""
+    ctx = start_run(cfg)
+    trainer = build_pretrain_trainer(cfg, ctx)
+    start = trainer.step
+    history = trainer.fit()
+    return {"run_dir": str(ctx.run_dir), "start_step": start, "step": trainer.step,
+            "losses": [s.loss for s in history], "validation": trainer.validation}

@@ -1,0 +1,235 @@
+"""The training loop every model stage shares: accumulation, clipping, autocast, DDP, checkpoints, validation.
+
+A stage hands the trainer a model, a :class:`Task` (how to score a batch), an optimizer and schedule, and a
+function that yields micro-batches from a given step. The loss of an optimizer step is the sum of token losses
+over the whole global batch divided by its number of target tokens, whatever the rank count and accumulation, so
+a 2-process run equals a 1-process run with the same global batch.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from .checkpoint import rng_state, save_checkpoint, set_rng_state
+from .config import TrainerSettings
+from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier
+from .metrics_log import MetricsLogger
+
+Batch = dict[str, torch.Tensor]
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or infinite; training stopped before the bad update."""
+
+
+class Task(Protocol):
+    """How a stage scores its batches."""
+
+    def loss(self, model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(sum of per-token losses, number of target tokens) of one micro-batch."""
+
+    def num_targets(self, batch: Batch) -> torch.Tensor:
+        """Number of target tokens of a micro-batch (known before the forward pass)."""
+
+    def num_tokens(self, batch: Batch) -> int:
+        """Tokens processed by the model for a micro-batch (for throughput)."""
+
+    def eval_sums(self, model: nn.Module, batch: Batch) -> dict[str, torch.Tensor]:
+        """Summable validation statistics of a micro-batch; must include ``loss_sum`` and ``targets``."""
+
+
+@dataclass
+class StepStats:
+    """What one optimizer step measured."""
+
+    loss: float
+    grad_norm: float
+    lr: float
+    tokens: int
+    seconds: float
+    data_seconds: float
+
+
+@dataclass
+class Trainer:
+    settings: TrainerSettings
+    run_dir: Path
+    model: nn.Module
+    task: Task
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    train_batches: Callable[[int], Iterator[Batch]]
+    accumulation_steps: int
+    env: DistEnv
+    device: torch.device
+    eval_batches: Callable[[], Iterable[Batch]] | None = None
+    checkpoint_extra: dict[str, Any] = field(default_factory=dict)
+    step: int = 0
+    validation: dict[str, float] | None = None  # the latest validation metrics
+
+    def __post_init__(self) -> None:
+        self.model.to(self.device)
+        self.ddp = DistributedDataParallel(self.model) if self.env.enabled else None
+        self.logger = MetricsLogger(self.run_dir, enabled=self.env.is_main, tensorboard=self.settings.tensorboard)
+
+    # ----------------------------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": all_gather_objects(rng_state(), self.env),
+            **self.checkpoint_extra,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue exactly where ``state`` stopped (model, optimizer, schedule, RNG, data position)."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        rng_states = state["rng"]
+        if len(rng_states) != self.env.world_size:
+            raise ValueError(f"checkpoint was written by {len(rng_states)} rank(s), this run has "
+                             f"{self.env.world_size}; resume with the same number of processes")
+        set_rng_state(rng_states[self.env.rank])
+        self.step = int(state["step"])
+        self.logger.truncate_after(self.step)
+
+    def save(self) -> Path | None:
+        state = self.state_dict()  # every rank joins the RNG gather
+        path = None
+        if self.env.is_main:
+            path = save_checkpoint(self.run_dir, self.step, state, keep=self.settings.keep_checkpoints)
+        barrier(self.env)
+        return path
+
+    # ------------------------------------------------------------------------------------------ loop
+    def fit(self) -> list[StepStats]:
+        """Train from ``self.step`` to ``settings.max_steps``; returns the stats of the steps run."""
+        settings = self.settings
+        history: list[StepStats] = []
+        batches = self.train_batches(self.step)
+        bar = tqdm(total=settings.max_steps, initial=self.step, unit="step", dynamic_ncols=True,
+                   disable=not (settings.progress and self.env.is_main))
+        try:
+            while self.step < settings.max_steps:
+                stats = self._train_step(batches)
+                self.step += 1
+                history.append(stats)
+                bar.update(1)
+                bar.set_postfix(loss=f"{stats.loss:.4f}", tok_s=f"{stats.tokens / stats.seconds:,.0f}")
+                if self.step % settings.log_every == 0 or self.step == settings.max_steps:
+                    self.logger.log(self.step, "train", _train_metrics(stats))
+                if settings.eval_every and self.step % settings.eval_every == 0:
+                    self.evaluate()
+                if settings.checkpoint_every and self.step % settings.checkpoint_every == 0:
+                    self.save()
+            if self.eval_batches is not None and (not settings.eval_every or self.step % settings.eval_every):
+                self.evaluate()
+            if not settings.checkpoint_every or self.step % settings.checkpoint_every:
+                self.save()
+        finally:
+            bar.close()
+            self.logger.close()
+        return history
+
+    def _train_step(self, batches: Iterator[Batch]) -> StepStats:
+        started = time.perf_counter()
+        micro_batches = [next(batches) for _ in range(self.accumulation_steps)]
+        data_seconds = time.perf_counter() - started
+        micro_batches = [{k: v.to(self.device, non_blocking=True) for k, v in b.items()} for b in micro_batches]
+        targets = all_reduce_sum(
+            torch.stack([self.task.num_targets(b) for b in micro_batches]).sum().double(), self.env)
+        # DDP averages gradients over ranks, hence the world_size factor: the step's loss is sum / targets.
+        scale = self.env.world_size / targets.clamp(min=1).item()
+        module = self.ddp or self.model
+        self.model.train()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        for index, batch in enumerate(micro_batches):
+            last = index == len(micro_batches) - 1
+            with (nullcontext() if last or self.ddp is None else self.ddp.no_sync()), self._autocast():
+                micro_loss, _ = self.task.loss(module, batch)
+                (micro_loss * scale).backward()
+            loss_sum += micro_loss.detach().double()
+        loss = (all_reduce_sum(loss_sum, self.env) / targets.clamp(min=1)).item()
+        if not math.isfinite(loss):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise TrainingDiverged(
+                f"loss is {loss} at step {self.step + 1} (lr {self._lr():.3g}); lower the learning rate, keep "
+                f"trainer.grad_clip > 0 or use trainer.precision=fp32, then resume from the last checkpoint")
+        max_norm = self.settings.grad_clip or math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm).item()
+        lr = self._lr()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        tokens = sum(self.task.num_tokens(b) for b in micro_batches) * self.env.world_size
+        return StepStats(loss, grad_norm, lr, tokens, time.perf_counter() - started, data_seconds)
+
+    def _lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def _autocast(self):
+        return autocast(self.device, self.settings.precision)
+
+    # ------------------------------------------------------------------------------------ validation
+    def evaluate(self) -> dict[str, float] | None:
+        """One validation pass, logged; None when there is no validation data."""
+        if self.eval_batches is None:
+            return None
+        metrics = evaluate_model(self.model, self.task, self.eval_batches(), self.env, self.device,
+                                 self.settings.precision, self.settings.eval_batches)
+        if metrics is not None:
+            self.logger.log(self.step, "validation", metrics)
+            self.validation = metrics
+        return metrics
+
+
+def autocast(device: torch.device, precision: str):
+    """bf16 autocast when ``precision == "bf16"``, else a no-op context."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+@torch.no_grad()
+def evaluate_model(model: nn.Module, task: Task, batches: Iterable[Batch], env: DistEnv, device: torch.device,
+                   precision: str = "fp32", max_batches: int = 0) -> dict[str, float] | None:
+    """Per-target-token averages of ``task.eval_sums`` over ``batches`` (summed over ranks); None if no targets.
+
+    ``max_batches`` > 0 stops after that many micro-batches per rank (every rank must get the same count).
+    """
+    was_training = model.training
+    model.eval()
+    totals: dict[str, torch.Tensor] = {}
+    for index, batch in enumerate(batches):
+        if max_batches and index >= max_batches:
+            break
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with autocast(device, precision):
+            for key, value in task.eval_sums(model, batch).items():
+                totals[key] = totals.get(key, 0) + value.detach().double()
+    model.train(was_training)
+    names = all_gather_objects(sorted(totals), env)[0]
+    summed = {n: all_reduce_sum(totals.get(n, torch.zeros((), dtype=torch.float64, device=device)), env).item()
+              for n in names}
+    if not summed.get("targets"):
+        return None
+    metrics = {"loss": summed["loss_sum"] / summed["targets"]}
+    metrics.update({n: summed[n] / summed["targets"] for n in names if n not in ("loss_sum", "targets")})
+    return metrics
+
+
+def _train_metrics(stats: StepStats) -> dict[str, float]:
+    return {"loss": stats.loss, "grad_norm": stats.grad_norm, "lr": stats.lr,
+            "tokens_per_second": stats.tokens / stats.seconds, "step_seconds": stats.seconds,
+            "data_fraction": stats.data_seconds / stats.seconds}
