@@ -247,11 +247,11 @@ def test_state_from_other_data_or_settings_is_refused(token_dir, index):
     elastic = TokenBatches(index, BatchPlan(index.num_samples, 8, 2, 2, seed=0), 1, PadRow())
     elastic.load_state_dict(state)  # W and M may change with G fixed
     assert elastic.start_step == 3
-    with pytest.raises(TokenDataError, match="other token data or batch settings"):
+    with pytest.raises(TokenDataError, match="other data or batch settings"):
         TokenBatches(index, BatchPlan(index.num_samples, 8, 1, 4, seed=1), 0, PadRow()).load_state_dict(state)
     other = build_sample_index(str(token_dir), "train", SEGMENT, span_lengths, INPUTS, TARGETS, CONCAT * 2)
     assert other.fingerprint != index.fingerprint
-    with pytest.raises(TokenDataError, match="other token data"):
+    with pytest.raises(TokenDataError, match="other data or batch settings"):
         TokenBatches(other, BatchPlan(other.num_samples, 8, 1, 4, seed=0), 0, PadRow()).load_state_dict(state)
 
 

@@ -74,6 +74,7 @@ class Trainer:
     device: torch.device
     eval_batches: Callable[[], Iterable[Batch]] | None = None
     checkpoint_extra: dict[str, Any] = field(default_factory=dict)
+    grad_hook: Callable[[int], None] | None = None  # called with the step after backward, before clipping
     step: int = 0
     validation: dict[str, float] | None = None  # the latest validation metrics
 
@@ -168,6 +169,8 @@ class Trainer:
             raise TrainingDiverged(
                 f"loss is {loss} at step {self.step + 1} (lr {self._lr():.3g}); lower the learning rate, keep "
                 f"trainer.grad_clip > 0 or use trainer.precision=fp32, then resume from the last checkpoint")
+        if self.grad_hook is not None:
+            self.grad_hook(self.step)
         max_norm = self.settings.grad_clip or math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm).item()
         lr = self._lr()

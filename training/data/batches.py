@@ -129,37 +129,33 @@ def _stream_fingerprint(index: SampleIndex, plan: BatchPlan) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-class TokenBatches(IterableDataset):
+class MicroBatchStream(IterableDataset):
     """Collated micro-batches of one rank, in (step, micro-batch) order from ``start_step``.
 
     Micro-batch ``j`` (counted from ``start_step``) is step ``start_step + j // A``, micro-batch ``j % A``. Loader
     worker ``w`` of ``K`` builds the ``j`` with ``j % K == w``, so ``DataLoader(batch_size=None)``'s in-order round
-    robin yields the same sequence for any ``K``. ``num_steps=None`` iterates forever.
+    robin yields the same sequence for any ``K``. ``num_steps=None`` iterates forever. Subclasses say what
+    micro-batch ``(step, micro)`` holds.
     """
 
-    def __init__(self, index: SampleIndex, plan: BatchPlan, rank: int, row_builder: RowBuilder,
-                 start_step: int = 0, num_steps: int | None = None) -> None:
+    def __init__(self, grad_accum: int, world_size: int, rank: int, fingerprint: str, start_step: int = 0,
+                 num_steps: int | None = None) -> None:
         super().__init__()
-        if plan.num_samples != index.num_samples:
-            raise TokenDataError(f"the batch plan has {plan.num_samples} samples but the index has "
-                                 f"{index.num_samples}: build the plan with num_samples=index.num_samples")
-        if not 0 <= rank < plan.world_size:
-            raise TokenDataError(f"rank must be in [0, {plan.world_size}), got {rank}")
+        if not 0 <= rank < world_size:
+            raise TokenDataError(f"rank must be in [0, {world_size}), got {rank}")
         if start_step < 0 or (num_steps is not None and num_steps < 0):
             raise TokenDataError(f"start_step and num_steps must be >= 0, got {start_step}, {num_steps}")
-        self.index, self.plan, self.rank, self.row_builder = index, plan, rank, row_builder
+        self.grad_accum, self.rank, self.fingerprint = grad_accum, rank, fingerprint
         self.start_step, self.num_steps = start_step, num_steps
-        self.fingerprint = _stream_fingerprint(index, plan)
 
     def micro_batch(self, step: int, micro: int) -> dict[str, torch.Tensor]:
         """The collated micro-batch ``micro`` of global ``step`` for this rank."""
-        samples = self.plan.micro_batch_samples(step, self.rank, micro)
-        return collate_rows(build_rows(self.index, samples, self.row_builder, self.plan.epoch_of(step)))
+        raise NotImplementedError
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         info = get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
-        accum = self.plan.grad_accum
+        accum = self.grad_accum
         total = None if self.num_steps is None else self.num_steps * accum
         j = worker
         while total is None or j < total:
@@ -168,14 +164,14 @@ class TokenBatches(IterableDataset):
 
     def state_dict(self, next_step: int | None = None) -> dict[str, Any]:
         """``{'start_step', 'fingerprint'}`` to resume at ``next_step`` (the next global step to train; default
-        ``start_step``). The fingerprint covers the index, seed, G and drop_last, so W and M may change."""
+        ``start_step``). The fingerprint identifies the global batch sequence, so W and M may change."""
         return {"start_step": self.start_step if next_step is None else int(next_step),
                 "fingerprint": self.fingerprint}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state['start_step']``; refuses a state made with other data or batch settings."""
         if state.get("fingerprint") != self.fingerprint:
-            raise TokenDataError("the loader state was saved with other token data or batch settings (seed, global "
+            raise TokenDataError("the loader state was saved with other data or batch settings (seed, global "
                                  "batch size, drop_last): resume with the same ones, or start a fresh run")
         start = int(state["start_step"])
         if start < 0:
@@ -183,7 +179,24 @@ class TokenBatches(IterableDataset):
         self.start_step = start
 
 
-def make_loader(dataset: TokenBatches, num_workers: int) -> DataLoader:
+class TokenBatches(MicroBatchStream):
+    """Micro-batches of token-shard samples following a :class:`BatchPlan` (its global batch sequence)."""
+
+    def __init__(self, index: SampleIndex, plan: BatchPlan, rank: int, row_builder: RowBuilder,
+                 start_step: int = 0, num_steps: int | None = None) -> None:
+        if plan.num_samples != index.num_samples:
+            raise TokenDataError(f"the batch plan has {plan.num_samples} samples but the index has "
+                                 f"{index.num_samples}: build the plan with num_samples=index.num_samples")
+        super().__init__(plan.grad_accum, plan.world_size, rank, _stream_fingerprint(index, plan), start_step,
+                         num_steps)
+        self.index, self.plan, self.row_builder = index, plan, row_builder
+
+    def micro_batch(self, step: int, micro: int) -> dict[str, torch.Tensor]:
+        samples = self.plan.micro_batch_samples(step, self.rank, micro)
+        return collate_rows(build_rows(self.index, samples, self.row_builder, self.plan.epoch_of(step)))
+
+
+def make_loader(dataset: MicroBatchStream, num_workers: int) -> DataLoader:
     """A DataLoader passing ``dataset``'s micro-batches through unchanged (pinned memory only with CUDA)."""
     if num_workers < 0:
         raise TokenDataError(f"num_workers must be >= 0, got {num_workers}")

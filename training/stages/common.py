@@ -53,10 +53,11 @@ def model_from_config(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module
     return _build(spec), spec
 
 
-def model_from_checkpoint(state: dict[str, Any]) -> torch.nn.Module:
-    """The model a checkpoint was trained with, its weights loaded."""
+def model_from_checkpoint(state: dict[str, Any], strict: bool = True) -> torch.nn.Module:
+    """The model a checkpoint's spec describes, its weights loaded (``strict=False``: new modules such as adapters
+    keep their initialisation)."""
     model = _build(state["model_spec"])
-    model.load_state_dict(state["model"])
+    model.load_state_dict(state["model"], strict=strict)
     return model
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from ..checkpoint import CheckpointError, load_checkpoint
+from ..config import TrainConfigError
 from ..data.batches import eval_batches
 from ..data.token_index import TokenDataError
 from ..metrics_log import MetricsLogger
@@ -22,6 +23,9 @@ from .pretrain import pretrain_data
 def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     if not cfg.init_from:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
+    if cfg.data.get("kind") != "tokens":
+        raise TrainConfigError("stage=evaluate scores token shards (data=c4_tokens); fine-tuning runs score their "
+                               "validation files at the end of stage=finetune")
     ctx = start_run(cfg)
     state = load_checkpoint(cfg.init_from)
     model = model_from_checkpoint(state).to(ctx.device)

@@ -105,6 +105,8 @@ def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
 
 def run_pretrain(cfg: DictConfig) -> dict[str, Any]:
     """Train; returns a summary (steps, last loss, validation metrics)."""
+    if cfg.data.get("kind") != "tokens":
+        raise TrainConfigError("stage=pretrain reads token shards: use data=c4_tokens (and data.tokens=<folder>)")
     ctx = start_run(cfg)
     trainer = build_pretrain_trainer(cfg, ctx)
     start = trainer.step

@@ -1,0 +1,218 @@
+"""``train stage=finetune data=text_to_text``: text-to-text fine-tuning of a (pre-trained) encoder-decoder.
+
+One or more tasks from TSV/JSONL files, mixed at T5's rates (equal, examples-proportional with limit K,
+temperature-scaled; optionally with the unsupervised span-corruption task), starting from ``init_from``. The
+paper's adapter layers (``finetune.adapter_dim``) and gradual unfreezing (``finetune.unfreeze_every``) are options.
+After training, each task's validation file is scored: loss and token accuracy (teacher forcing) and exact match of
+greedy decodes.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+from c4prep.tokenization.train_vocab import VocabError, locate_vocabulary
+from c4prep.tokenization.vocabulary import SentencePieceVocabulary
+
+from ..checkpoint import load_checkpoint
+from ..config import TrainConfigError, section
+from ..data.batches import collate_rows, make_loader
+from ..data.mixture_batches import MixtureBatches, PairRows, RowSource, TokenSampleRows
+from ..data.mixtures import MixtureError, MixtureSampler, mixing_rates
+from ..data.text_to_text import TextPairsError, encode_pairs, load_text_pairs
+from ..distributed import DistEnv, all_gather_objects
+from ..metrics import exact_match
+from ..models.t5 import T5
+from ..tasks import EncDecTask
+from ..trainer import Trainer, evaluate_model
+from .common import (RunContext, model_from_checkpoint, model_from_config, optimization_from_config, restore,
+                     start_run)
+from .pretrain import pretrain_data
+
+log = logging.getLogger(__name__)
+UNSUPERVISED = "c4_span_corruption"
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """One task's encoded training rows and its validation pairs (texts kept for exact match)."""
+
+    train: PairRows
+    validation: PairRows | None
+    validation_targets: list[str]
+
+
+def load_vocabulary(path: str) -> SentencePieceVocabulary:
+    try:
+        model_uri, _ = locate_vocabulary(path)
+    except VocabError as error:
+        raise TrainConfigError(f"{error} (set data.vocab=<vocabulary folder>)") from None
+    return SentencePieceVocabulary(model_uri)
+
+
+def load_tasks(data: dict[str, Any], vocab: SentencePieceVocabulary) -> dict[str, TaskData]:
+    """Read and encode every task of ``data.tasks`` (name -> {train, validation, prefix})."""
+    lengths = int(data["inputs_length"]), int(data["targets_length"])
+    tasks = {}
+    for name, files in (data.get("tasks") or {}).items():
+        if not files or not files.get("train"):
+            raise TrainConfigError(f"task {name!r} has no training file: set data.tasks.{name}.train=<file.tsv|jsonl>")
+        prefix = files.get("prefix") or ""
+        try:
+            train = encode_pairs(load_text_pairs(files["train"], prefix).pairs, vocab, *lengths)
+            validation = load_text_pairs(files["validation"], prefix).pairs if files.get("validation") else ()
+        except TextPairsError as error:
+            raise TrainConfigError(f"task {name!r}: {error}") from None
+        if train.truncated:
+            log.warning("task %s: %d of %d training examples truncated to %d/%d tokens", name, train.truncated,
+                        len(train.examples), *lengths)
+        encoded = encode_pairs(validation, vocab, *lengths).examples if validation else None
+        tasks[name] = TaskData(PairRows(train.examples, *lengths),
+                               PairRows(encoded, *lengths) if encoded else None, [p.target for p in validation])
+    if not tasks:
+        raise TrainConfigError("no fine-tuning tasks: set data=text_to_text data.tasks.<name>.train=<file>")
+    return tasks
+
+
+def mixture_sources(cfg: DictConfig, tasks: dict[str, TaskData], vocab_size: int) -> dict[str, RowSource]:
+    """Each task's rows, plus the token shards' span-corruption samples when ``data.unsupervised_tokens`` is set."""
+    sources: dict[str, RowSource] = {name: task.train for name, task in tasks.items()}
+    data = section(cfg, "data")
+    if data.get("unsupervised_tokens"):
+        pretrain_cfg = cfg.copy()
+        pretrain_cfg.data = {"tokens": data["unsupervised_tokens"], "train_split": "train", "validation_split": None,
+                             "concat_documents": 128}
+        pretrain_cfg.objective.inputs_length = data["inputs_length"]
+        pretrain_cfg.objective.targets_length = data["targets_length"]
+        unsupervised = pretrain_data(pretrain_cfg)
+        if unsupervised.vocab_size != vocab_size:
+            raise TrainConfigError(f"{data['unsupervised_tokens']} was tokenized with {unsupervised.vocab_size} ids, "
+                                   f"the tasks' vocabulary has {vocab_size}; use the same vocabulary")
+        sources[UNSUPERVISED] = TokenSampleRows(unsupervised.train, unsupervised.row_builder)
+    return sources
+
+
+@dataclass
+class GradualUnfreezing:
+    """T5 §3.5.1: train only the top group at first, thawing one more group (block pair) every ``every`` steps.
+
+    Frozen groups still get gradients (so DDP's buckets stay fixed); they are dropped before the optimizer step.
+    """
+
+    groups: list[list[nn.Parameter]]
+    every: int
+
+    def __call__(self, step: int) -> None:
+        for group in self.groups[1 + step // self.every:]:
+            for parameter in group:
+                parameter.grad = None
+
+
+def prepare_model(cfg: DictConfig, vocab_size: int) -> tuple[nn.Module, dict[str, Any]]:
+    """The model to fine-tune: ``init_from``'s weights (or a fresh one), with adapters when asked."""
+    adapter_dim = int(cfg.finetune.adapter_dim)
+    if not cfg.init_from:
+        log.warning("no init_from: fine-tuning a randomly initialised model")
+        model, spec = model_from_config(cfg, vocab_size)
+        state = None
+    else:
+        state = load_checkpoint(cfg.init_from)
+        spec = dict(state["model_spec"])
+        if spec["vocab_size"] != vocab_size:
+            raise TrainConfigError(f"{cfg.init_from} was trained with {spec['vocab_size']} ids, data.vocab has "
+                                   f"{vocab_size}; fine-tune with the pre-training vocabulary")
+        model = model_from_checkpoint(state)
+    if adapter_dim:
+        if not isinstance(model, T5):
+            raise TrainConfigError("finetune.adapter_dim needs a T5 model")
+        spec = {**spec, "adapter_dim": adapter_dim}
+        weights = model.state_dict()
+        torch.manual_seed(cfg.seed)
+        model = model_from_checkpoint({"model_spec": spec, "model": weights}, strict=False)
+        model.freeze_all_but_adapters()
+    return model, spec
+
+
+def run_finetune(cfg: DictConfig) -> dict[str, Any]:
+    ctx = start_run(cfg)
+    data = section(cfg, "data")
+    if data.get("kind") != "text_to_text":
+        raise TrainConfigError("stage=finetune reads text pairs: add data=text_to_text data.tasks.<name>.train=<file>")
+    vocab = load_vocabulary(data["vocab"])
+    tasks = load_tasks(data, vocab)
+    model, spec = prepare_model(cfg, vocab.vocab_size)
+    sources = mixture_sources(cfg, tasks, vocab.vocab_size)
+    mixing = data.get("mixing") or {}
+    try:
+        rates = mixing_rates({name: source.size for name, source in sources.items()}, mixing.get("strategy", "equal"),
+                             size_limit=mixing.get("size_limit"), temperature=float(mixing.get("temperature", 1.0)))
+    except MixtureError as error:
+        raise TrainConfigError(f"bad data.mixing: {error}") from None
+    sampler = MixtureSampler(rates, seed=int(cfg.seed), sizes={n: s.size for n, s in sources.items()})
+    settings = ctx.settings
+    stream = MixtureBatches(sources, sampler, settings.global_batch_size, ctx.env.world_size,
+                            settings.micro_batch_size, ctx.env.rank)
+    optimizer, scheduler = optimization_from_config(cfg, [p for p in model.parameters() if p.requires_grad])
+
+    def train_batches(start_step: int):
+        resumed = MixtureBatches(sources, sampler, settings.global_batch_size, ctx.env.world_size,
+                                 settings.micro_batch_size, ctx.env.rank, start_step=start_step)
+        return iter(make_loader(resumed, settings.num_workers))
+
+    validation = [task.validation for task in tasks.values() if task.validation is not None]
+
+    def validation_batches():
+        rows = [rows.row(i) for rows in validation for i in range(rows.size)]
+        return _rank_batches(rows, ctx.env, settings.micro_batch_size)
+
+    unfreeze = int(cfg.finetune.unfreeze_every)
+    trainer = Trainer(settings, ctx.run_dir, model, EncDecTask(z_loss=float(cfg.z_loss)), optimizer, scheduler,
+                      train_batches, stream.grad_accum, ctx.env, ctx.device,
+                      eval_batches=validation_batches if validation else None,
+                      checkpoint_extra={"model_spec": spec, "data_fingerprint": stream.fingerprint,
+                                        "config": {"stage": "finetune", "mixing_rates": rates}},
+                      grad_hook=GradualUnfreezing(model.unfreezing_groups(), unfreeze) if unfreeze else None)
+    restore(trainer, cfg, stream.fingerprint)
+    start = trainer.step
+    history = trainer.fit()
+    scores = {name: score_task(model, task, vocab, ctx, int(data["targets_length"]))
+              for name, task in tasks.items() if task.validation is not None}
+    return {"run_dir": str(ctx.run_dir), "start_step": start, "step": trainer.step, "mixing_rates": rates,
+            "losses": [s.loss for s in history], "validation": scores}
+
+
+def _rank_batches(rows: list[dict[str, np.ndarray]], env: DistEnv, micro_batch_size: int):
+    """This rank's rows ``i % W == rank`` in micro-batches, padded with all-zero rows so every rank has as many."""
+    mine = rows[env.rank::env.world_size]
+    per_rank = -(-len(rows) // env.world_size)
+    for first in range(0, per_rank, micro_batch_size):
+        chunk = mine[first:first + micro_batch_size]
+        chunk += [{k: np.zeros_like(v) for k, v in rows[0].items()}] * (micro_batch_size - len(chunk))
+        yield collate_rows(chunk)
+
+
+@torch.no_grad()
+def score_task(model: nn.Module, task: TaskData, vocab: SentencePieceVocabulary, ctx: RunContext,
+               max_length: int) -> dict[str, float]:
+    """Teacher-forced loss/token accuracy and greedy-decode exact match of one task's validation pairs."""
+    rows = [task.validation.row(i) for i in range(task.validation.size)]
+    batch_size = ctx.settings.micro_batch_size
+    metrics = evaluate_model(model, EncDecTask(), _rank_batches(rows, ctx.env, batch_size), ctx.env, ctx.device,
+                             ctx.settings.precision) or {}
+    model.eval()
+    predictions = []
+    mine = list(range(ctx.env.rank, len(rows), ctx.env.world_size))
+    for first in range(0, len(mine), batch_size):
+        inputs = collate_rows([rows[i] for i in mine[first:first + batch_size]])["encoder_input_tokens"]
+        decoded = model.generate(inputs.to(ctx.device), max_length=max_length).cpu().tolist()
+        predictions += [vocab.decode([t for t in ids if vocab.eos_id < t < vocab.vocab_size]) for ids in decoded]
+    gathered = all_gather_objects(list(zip(mine, predictions)), ctx.env)
+    ordered = [text for _, text in sorted(pair for part in gathered for pair in part)]
+    metrics["exact_match"] = exact_match([p.strip() for p in ordered], [t.strip() for t in task.validation_targets])
+    return metrics
