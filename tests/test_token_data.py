@@ -22,7 +22,6 @@ from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from c4prep.training.data import (BatchPlan, TokenBatches, TokenDataError, build_sample_index, close_shards,
                                   eval_batches, make_loader, read_segment)
 from c4prep.training.data import token_index
-from c4prep.training.data.token_index import _first_fit_groups
 
 SEGMENT = 64
 CONCAT = 16
@@ -144,14 +143,6 @@ def test_every_sample_fits_one_row_and_packing_is_greedy(index):
     assert sizes.max() > 1 and len(packs) < (~full).sum()  # packing did group short segments
     for a, b in zip(packs[:-1], packs[1:]):  # the next pack's first segment did not fit the previous pack
         assert np.any(sums[a] + lengths[offsets[b]] > (INPUTS, TARGETS))
-
-
-def test_first_fit_groups_by_hand():
-    groups = _first_fit_groups(np.array([3, 3, 5, 1, 6, 1]), np.array([1, 1, 1, 3, 1, 1]), 7, 4)
-    assert groups.tolist() == [0, 0, 1, 1, 2, 2]  # inputs overflow starts groups 1 and 2
-    groups = _first_fit_groups(np.array([2, 2, 1, 1]), np.array([1, 3, 1, 1]), 7, 4)
-    assert groups.tolist() == [0, 0, 1, 1]  # targets overflow starts group 1
-    assert _first_fit_groups(np.zeros(0, np.int64), np.zeros(0, np.int64), 7, 4).tolist() == []
 
 
 def _collect(dataset: TokenBatches, workers: int) -> list[dict[str, torch.Tensor]]:

@@ -25,6 +25,8 @@ import pyarrow.fs as pafs
 from c4prep.manifest import ManifestError, ShardEntry, read_manifest
 from c4prep.shards import join_uri, resolve_uri
 
+from ..objectives.packing import first_fit_groups
+
 INDEX_VERSION = 1  # bump when the segmenting or packing rule changes: it is part of the fingerprint
 
 
@@ -140,21 +142,6 @@ def _shard_segments(lengths: np.ndarray, segment_length: int,
     return group_start[group] + offset, np.minimum(segment_length, totals[group] - offset)
 
 
-def _first_fit_groups(inputs: np.ndarray, targets: np.ndarray, inputs_length: int, targets_length: int) -> np.ndarray:
-    """Group id (0, 1, ...) of each item: greedily in order, an item joins the current group if the summed inputs
-    and targets stay within the limits, else it starts a new group (seqio's packing rule)."""
-    groups = []
-    group, used_inputs, used_targets = -1, inputs_length + 1, targets_length + 1
-    for x, y in zip(inputs.tolist(), targets.tolist()):
-        if used_inputs + x <= inputs_length and used_targets + y <= targets_length:
-            used_inputs += x
-            used_targets += y
-        else:
-            group, used_inputs, used_targets = group + 1, x, y
-        groups.append(group)
-    return np.asarray(groups, dtype=np.int64)
-
-
 def _length_table(output_lengths: Callable[[int], tuple[int, int]], segment_length: int, inputs_length: int,
                   targets_length: int) -> np.ndarray:
     """``output_lengths(n)`` for n = 1 .. segment_length as an int64 array [segment_length, 2], checked."""
@@ -201,7 +188,8 @@ def build_sample_index(token_dir: str, split: str, segment_length: int,
     short = np.flatnonzero(segment_len < segment_length)
     if len(short):
         row = table[segment_len[short] - 1]
-        groups = _first_fit_groups(row[:, 0], row[:, 1], inputs_length, targets_length)
+        packs = first_fit_groups(row.tolist(), inputs_length, targets_length)
+        groups = np.repeat(np.arange(len(packs)), [len(pack) for pack in packs])
         firsts = short[np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])]
         key[short] = firsts[groups]
     order = np.argsort(key, kind="stable")  # stable: a sample's segments stay in index order
