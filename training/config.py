@@ -72,6 +72,7 @@ class TrainerSettings:
     precision: str
     device: str
     num_workers: int
+    num_threads: int
     log_every: int
     eval_every: int
     eval_batches: int
@@ -86,7 +87,7 @@ class TrainerSettings:
         for name in ("max_steps", "global_batch_size", "micro_batch_size", "log_every", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise TrainConfigError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("num_workers", "eval_every", "eval_batches", "checkpoint_every"):
+        for name in ("num_workers", "num_threads", "eval_every", "eval_batches", "checkpoint_every"):
             if getattr(self, name) < 0:
                 raise TrainConfigError(f"trainer.{name} must be >= 0, got {getattr(self, name)}")
         if self.grad_clip < 0:

@@ -39,6 +39,8 @@ def start_run(cfg: DictConfig) -> RunContext:
     except ValueError as error:
         raise TrainConfigError(str(error)) from None
     env = init_distributed(device)
+    if settings.num_threads:
+        torch.set_num_threads(settings.num_threads)
     run_dir = Path(cfg.output_dir)
     if env.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
