@@ -124,7 +124,13 @@ def relative_position_bucket(relative_position: Tensor, bidirectional: bool, num
 
 
 class Attention(nn.Module):
-    """Multi-head attention without biases and without 1/sqrt(d_kv) scaling (folded into the q init)."""
+    """Multi-head attention without biases and without 1/sqrt(d_kv) scaling (folded into the q init).
+
+    On CPU it is written out (matmul, add the bias, softmax, dropout, matmul) rather than calling SDPA: with a mask
+    that needs a gradient (the learned position bias) SDPA takes its unfused math path, which on CPU adds a guard
+    for fully masked rows and, under bf16 autocast, upcasts to fp32; the plain form is the same math with fewer,
+    bf16 kernels. Other devices use SDPA.
+    """
 
     def __init__(self, config: T5Config):
         super().__init__()
@@ -145,8 +151,13 @@ class Attention(nn.Module):
         q = self.q(x).view(b, tq, self.num_heads, self.d_kv).transpose(1, 2)
         k = self.k(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
         v = self.v(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=1.0,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        bias = bias.to(q.dtype)
+        if q.device.type == "cpu":
+            weights = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) + bias, dim=-1)
+            y = torch.matmul(F.dropout(weights, self.dropout, self.training), v)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0,
+                                               dropout_p=self.dropout if self.training else 0.0)
         return self.o(y.transpose(1, 2).reshape(b, tq, self.num_heads * self.d_kv))
 
 
@@ -203,11 +214,14 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, self_bias: Tensor, memory: Tensor | None = None,
                 cross_bias: Tensor | None = None) -> Tensor:
-        h = self.self_attn_norm(x)
+        # Under autocast every projection would cast its (fp32) input itself: three casts of the same tensor for
+        # q, k and v. Casting each norm's output once gives the same values with one cast (a no-op otherwise).
+        dtype = _compute_dtype(x)
+        h = self.self_attn_norm(x).to(dtype)
         x = x + self.dropout(self.self_attn(h, h, self_bias))
         if memory is not None:
-            x = x + self.dropout(self.cross_attn(self.cross_attn_norm(x), memory, cross_bias))
-        return x + self.dropout(self.adapter(self.ff(self.ff_norm(x))))
+            x = x + self.dropout(self.cross_attn(self.cross_attn_norm(x).to(dtype), memory, cross_bias))
+        return x + self.dropout(self.adapter(self.ff(self.ff_norm(x).to(dtype))))
 
 
 class Stack(nn.Module):
@@ -233,9 +247,19 @@ class Stack(nn.Module):
     def forward(self, x: Tensor, self_bias: Tensor, memory: Tensor | None = None,
                 cross_bias: Tensor | None = None) -> Tensor:
         x = self.dropout(x)
+        dtype = _compute_dtype(x)  # cast what every block shares once, not in every block
+        self_bias = self_bias.to(dtype)
+        if memory is not None:
+            memory, cross_bias = memory.to(dtype), cross_bias.to(dtype)
         for block in self.blocks:
             x = block(x, self_bias, memory, cross_bias)
         return self.dropout(self.final_norm(x))
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    """The dtype attention runs in: autocast's where it is on, else ``x``'s."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
 
 
 def _positions(tokens: Tensor, positions: Tensor | None) -> Tensor:
