@@ -50,3 +50,28 @@ def sample_tokens(tmp_path_factory, sample_documents, sample_vocab) -> Path:
     output = tmp_path_factory.mktemp("tokens") / "en"
     run_tokenize(TokenizeConfig(input=str(sample_documents), vocab=str(sample_vocab), output=str(output)))
     return output
+
+
+@pytest.fixture(scope="session")
+def ptb_vocab(shared_data: Path):
+    """A 500-piece T5-style (pad 0, eos 1, unk 2, 100 sentinels: 600 ids) SentencePiece model on 4,000 PTB lines."""
+    import io
+
+    import sentencepiece as spm
+
+    from c4prep.tokenization.vocabulary import SentencePieceVocabulary
+
+    lines = (shared_data / "ptb" / "train.txt").read_text().splitlines()[:4000]
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=500, pad_id=0,
+                                   eos_id=1, unk_id=2, bos_id=-1, num_threads=1, minloglevel=2)
+    return SentencePieceVocabulary(model.getvalue(), extra_ids=100)
+
+
+@pytest.fixture(scope="session")
+def ptb_ids(ptb_vocab, shared_data: Path):
+    """PTB valid as one int32 id stream, each line ending with EOS (document EOS ids are ordinary segment tokens)."""
+    import numpy as np
+
+    lines = (shared_data / "ptb" / "valid.txt").read_text().splitlines()
+    return np.concatenate(ptb_vocab.encode_arrays(lines, add_eos=True)).astype(np.int32)

@@ -1,14 +1,10 @@
 """The registry and the other T5-paper objectives (Table 3) on real PTB token ids."""
-import io
 import pickle
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
-import sentencepiece as spm
 
-from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from c4prep.training.objectives import OBJECTIVES, Objective, make_objective
 from c4prep.training.objectives.denoising import (BertStyle, Deshuffling, IidDropTokens, IidReplaceSpans, MassStyle,
                                                   PrefixLM, bert_corrupt, limit_noise_spans, noise_span_targets)
@@ -24,16 +20,9 @@ FIRST_SENTINEL = VOCAB - 100
 
 
 @pytest.fixture(scope="module")
-def ids(shared_data: Path) -> np.ndarray:
-    """PTB valid as one id stream (each line + EOS), with a 500-piece T5-style model trained on 4,000 train lines."""
-    lines = (shared_data / "ptb" / "train.txt").read_text().splitlines()[:4000]
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=500, pad_id=0,
-                                   eos_id=1, unk_id=2, bos_id=-1, num_threads=1, minloglevel=2)
-    vocab = SentencePieceVocabulary(model.getvalue(), extra_ids=100)
-    assert vocab.vocab_size == VOCAB
-    valid = (shared_data / "ptb" / "valid.txt").read_text().splitlines()
-    return np.concatenate(vocab.encode_arrays(valid, add_eos=True)).astype(np.int32)
+def ids(ptb_vocab, ptb_ids) -> np.ndarray:
+    assert ptb_vocab.vocab_size == VOCAB
+    return ptb_ids
 
 
 def chunks(ids: np.ndarray, length: int, count: int) -> list[np.ndarray]:

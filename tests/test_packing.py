@@ -1,13 +1,9 @@
 """Packing into encoder-decoder rows (reference §1.6): seqio's anchors, then real span-corruption rows."""
-import io
 import pickle
-from pathlib import Path
 
 import numpy as np
 import pytest
-import sentencepiece as spm
 
-from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from c4prep.training.objectives import OBJECTIVES, make_objective
 from c4prep.training.objectives.packing import (ROW_FEATURES, EncDecRowBuilder, first_fit_groups,
                                                 make_autoregressive_inputs, pack_encdec, pack_encdec_row)
@@ -18,15 +14,8 @@ VOCAB = 600
 
 
 @pytest.fixture(scope="module")
-def ids(shared_data: Path) -> np.ndarray:
-    """PTB valid as one id stream (each line + EOS), with a 500-piece T5-style model trained on 4,000 train lines."""
-    lines = (shared_data / "ptb" / "train.txt").read_text().splitlines()[:4000]
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=500, pad_id=0,
-                                   eos_id=1, unk_id=2, bos_id=-1, num_threads=1, minloglevel=2)
-    vocab = SentencePieceVocabulary(model.getvalue(), extra_ids=100)
-    valid = (shared_data / "ptb" / "valid.txt").read_text().splitlines()
-    return np.concatenate(vocab.encode_arrays(valid, add_eos=True)).astype(np.int32)
+def ids(ptb_ids) -> np.ndarray:
+    return ptb_ids
 
 
 def as_lists(row: dict[str, np.ndarray]) -> dict[str, list[int]]:

@@ -1,13 +1,9 @@
 """Span corruption (reference §1.1-1.7) on real PTB token ids: counts, masks, sentinels, lengths, anchors."""
-import io
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
-import sentencepiece as spm
 
-from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from c4prep.training.objectives import Objective
 from c4prep.training.objectives.span_corruption import (SpanCorruption, noise_counts, noise_span_to_unique_sentinel,
                                                         nonnoise_span_to_unique_sentinel, random_segmentation,
@@ -19,20 +15,13 @@ VOCAB = 600  # 500 SentencePiece pieces + 100 sentinels
 
 
 @pytest.fixture(scope="module")
-def vocab(shared_data: Path) -> SentencePieceVocabulary:
-    """A 500-piece T5-style (pad 0, eos 1, unk 2) SentencePiece model trained on 4,000 PTB lines."""
-    lines = (shared_data / "ptb" / "train.txt").read_text().splitlines()[:4000]
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=500, pad_id=0,
-                                   eos_id=1, unk_id=2, bos_id=-1, num_threads=1, minloglevel=2)
-    return SentencePieceVocabulary(model.getvalue(), extra_ids=100)
+def vocab(ptb_vocab):
+    return ptb_vocab
 
 
 @pytest.fixture(scope="module")
-def ids(vocab: SentencePieceVocabulary, shared_data: Path) -> np.ndarray:
-    """PTB valid as one id stream, each line ending with EOS (document EOS ids are ordinary segment tokens)."""
-    lines = (shared_data / "ptb" / "valid.txt").read_text().splitlines()
-    return np.concatenate(vocab.encode_arrays(lines, add_eos=True)).astype(np.int32)
+def ids(ptb_ids) -> np.ndarray:
+    return ptb_ids
 
 
 def runs(mask: np.ndarray) -> list[tuple[bool, int]]:
