@@ -155,8 +155,23 @@ class PrefixLM:
         return with_eos(tokens[:split], self.eos_id), with_eos(tokens[split:], self.eos_id)
 
 
+class _WholeSegmentLengths:
+    """Length plan of the objectives whose inputs and targets are each at most the whole segment plus EOS."""
+
+    name: ClassVar[str]
+
+    def segment_length(self, inputs_length: int, targets_length: int) -> int:
+        """``inputs_length - 1`` raw tokens (T5); requires ``targets_length >= inputs_length``."""
+        return _full_target_segment_length(self.name, inputs_length, targets_length, slack=1)
+
+    def output_lengths(self, raw_length: int) -> tuple[int, int]:
+        """``(L + 1, L + 1)``: exact, except for ``iid_drop_tokens``, where they are bounds that sum to ``L + 2``."""
+        _check_raw_length(raw_length)
+        return raw_length + 1, raw_length + 1
+
+
 @dataclass(frozen=True)
-class BertStyle:
+class BertStyle(_WholeSegmentLengths):
     """BERT-style denoising (paper 3.3.1): ``noise_density`` i.i.d. tokens are corrupted (``mask_rate`` -> mask id
     ``vocab_size - 1``, ``random_rate`` -> random regular id, the rest kept); the targets are the whole segment.
 
@@ -186,15 +201,6 @@ class BertStyle:
             raise ValueError(f"first_regular_id must be in [0, {self.vocab_size - self.max_sentinels}), got "
                              f"{self.first_regular_id}")
 
-    def segment_length(self, inputs_length: int, targets_length: int) -> int:
-        """``inputs_length - 1`` raw tokens (T5); requires ``targets_length >= inputs_length``."""
-        return _full_target_segment_length(self.name, inputs_length, targets_length, slack=1)
-
-    def output_lengths(self, raw_length: int) -> tuple[int, int]:
-        """Exact: ``(L + 1, L + 1)``."""
-        _check_raw_length(raw_length)
-        return raw_length + 1, raw_length + 1
-
     def __call__(self, tokens: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         tokens = check_tokens(tokens, self.vocab_size, self.max_sentinels)
         mask = iid_noise_mask(len(tokens), self.noise_density, rng)
@@ -204,7 +210,7 @@ class BertStyle:
 
 
 @dataclass(frozen=True)
-class MassStyle:
+class MassStyle(_WholeSegmentLengths):
     """MASS-style denoising (paper 3.3.2): ``noise_density`` i.i.d. tokens become the mask id ``vocab_size - 1``
     (no random swaps); the targets are the whole segment. Draws the mask (:func:`iid_noise_mask`) only."""
 
@@ -218,15 +224,6 @@ class MassStyle:
     def __post_init__(self) -> None:
         check_vocabulary(self.vocab_size, self.eos_id, self.max_sentinels, min_sentinels=1)
         _check_density(self.noise_density)
-
-    def segment_length(self, inputs_length: int, targets_length: int) -> int:
-        """``inputs_length - 1`` raw tokens (T5); requires ``targets_length >= inputs_length``."""
-        return _full_target_segment_length(self.name, inputs_length, targets_length, slack=1)
-
-    def output_lengths(self, raw_length: int) -> tuple[int, int]:
-        """Exact: ``(L + 1, L + 1)``."""
-        _check_raw_length(raw_length)
-        return raw_length + 1, raw_length + 1
 
     def __call__(self, tokens: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         tokens = check_tokens(tokens, self.vocab_size, self.max_sentinels)
@@ -278,7 +275,7 @@ class IidReplaceSpans:
 
 
 @dataclass(frozen=True)
-class IidDropTokens:
+class IidDropTokens(_WholeSegmentLengths):
     """"I.i.d. noise, drop tokens" (paper 3.3.2, T5 ``iid_15_d_d``): the inputs are the segment without its
     ``noise_density`` i.i.d. noise tokens; the targets are those tokens in order. Draws the mask only."""
 
@@ -293,15 +290,6 @@ class IidDropTokens:
         check_vocabulary(self.vocab_size, self.eos_id, self.max_sentinels)
         _check_density(self.noise_density)
 
-    def segment_length(self, inputs_length: int, targets_length: int) -> int:
-        """``inputs_length - 1`` raw tokens (T5); requires ``targets_length >= inputs_length``."""
-        return _full_target_segment_length(self.name, inputs_length, targets_length, slack=1)
-
-    def output_lengths(self, raw_length: int) -> tuple[int, int]:
-        """Upper bounds ``(L + 1, L + 1)``; the two always sum to ``L + 2``."""
-        _check_raw_length(raw_length)
-        return raw_length + 1, raw_length + 1
-
     def __call__(self, tokens: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         tokens = check_tokens(tokens, self.vocab_size, self.max_sentinels)
         mask = iid_noise_mask(len(tokens), self.noise_density, rng)
@@ -310,7 +298,7 @@ class IidDropTokens:
 
 
 @dataclass(frozen=True)
-class Deshuffling:
+class Deshuffling(_WholeSegmentLengths):
     """Deshuffling (paper 3.3.1, T5 ``all_permute``: every token is noise and the noise is permuted): the inputs
     are a uniform random permutation of the segment, the targets the segment. Draws one ``rng.permutation``."""
 
@@ -322,15 +310,6 @@ class Deshuffling:
 
     def __post_init__(self) -> None:
         check_vocabulary(self.vocab_size, self.eos_id, self.max_sentinels)
-
-    def segment_length(self, inputs_length: int, targets_length: int) -> int:
-        """``inputs_length - 1`` raw tokens (T5); requires ``targets_length >= inputs_length``."""
-        return _full_target_segment_length(self.name, inputs_length, targets_length, slack=1)
-
-    def output_lengths(self, raw_length: int) -> tuple[int, int]:
-        """Exact: ``(L + 1, L + 1)``."""
-        _check_raw_length(raw_length)
-        return raw_length + 1, raw_length + 1
 
     def __call__(self, tokens: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         tokens = check_tokens(tokens, self.vocab_size, self.max_sentinels)
