@@ -11,6 +11,7 @@ samples are skipped (other samples each epoch, as the permutation changes); with
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -152,6 +153,14 @@ class MicroBatchStream(IterableDataset):
         """The collated micro-batch ``micro`` of global ``step`` for this rank."""
         raise NotImplementedError
 
+    def starting_at(self, step: int) -> MicroBatchStream:
+        """This stream from global ``step`` on (a shallow copy; the data and settings are shared)."""
+        if step < 0:
+            raise TokenDataError(f"start step must be >= 0, got {step}")
+        resumed = copy.copy(self)
+        resumed.start_step = step
+        return resumed
+
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         info = get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
@@ -204,28 +213,37 @@ def make_loader(dataset: MicroBatchStream, num_workers: int) -> DataLoader:
                       pin_memory=torch.cuda.is_available())
 
 
-def eval_batches(index: SampleIndex, rank: int, world_size: int, micro_batch_size: int, row_builder: RowBuilder,
-                 epoch: int = 0) -> Iterator[dict[str, torch.Tensor]]:
-    """Unshuffled micro-batches of rank ``rank``'s samples ``i % world_size == rank``, in increasing order.
+def rank_micro_batches(num_items: int, rank: int, world_size: int, micro_batch_size: int,
+                       make_rows: Callable[[np.ndarray], list[dict[str, np.ndarray]]]
+                       ) -> Iterator[dict[str, torch.Tensor]]:
+    """Unshuffled micro-batches of rank ``rank``'s items ``i % world_size == rank``, in increasing order, each
+    collated from ``make_rows(item ids)``.
 
     Every rank yields the same number of micro-batches, ``ceil(ceil(N / W) / M)``, so collective ops line up. Rows
-    past a rank's samples are padding: all-zero arrays shaped like a real row, with ``row_mask`` (bool [M]) False;
+    past a rank's items are padding: all-zero arrays shaped like a real row, with ``row_mask`` (bool [M]) False;
     weight losses and counts by ``row_mask``.
     """
     if world_size < 1 or micro_batch_size < 1:
         raise TokenDataError(f"world_size and micro_batch_size must be >= 1, got {world_size}, {micro_batch_size}")
     if not 0 <= rank < world_size:
         raise TokenDataError(f"rank must be in [0, {world_size}), got {rank}")
-    samples = np.arange(rank, index.num_samples, world_size)
-    per_rank = -(-index.num_samples // world_size)
+    items = np.arange(rank, num_items, world_size)
+    per_rank = -(-num_items // world_size)
     template: dict[str, np.ndarray] | None = None
     for first in range(0, per_rank, micro_batch_size):
-        rows = build_rows(index, samples[first:first + micro_batch_size], row_builder, epoch)
+        rows = make_rows(items[first:first + micro_batch_size])
         if template is None:
-            template = rows[0] if rows else build_rows(index, [0], row_builder, epoch)[0]
+            template = rows[0] if rows else make_rows(np.zeros(1, dtype=np.int64))[0]
         real = len(rows)
         rows += [{name: np.zeros_like(value) for name, value in template.items()}
                  for _ in range(micro_batch_size - real)]
         batch = collate_rows(rows)
         batch["row_mask"] = torch.arange(micro_batch_size) < real
         yield batch
+
+
+def eval_batches(index: SampleIndex, rank: int, world_size: int, micro_batch_size: int, row_builder: RowBuilder,
+                 epoch: int = 0) -> Iterator[dict[str, torch.Tensor]]:
+    """:func:`rank_micro_batches` over the samples of ``index`` (unshuffled evaluation)."""
+    return rank_micro_batches(index.num_samples, rank, world_size, micro_batch_size,
+                              lambda samples: build_rows(index, samples, row_builder, epoch))

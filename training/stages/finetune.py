@@ -22,7 +22,7 @@ from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 
 from ..checkpoint import load_checkpoint
 from ..config import TrainConfigError, section
-from ..data.batches import collate_rows, make_loader
+from ..data.batches import collate_rows, make_loader, rank_micro_batches
 from ..data.mixture_batches import MixtureBatches, PairRows, RowSource, TokenSampleRows
 from ..data.mixtures import MixtureError, MixtureSampler, mixing_rates
 from ..data.text_to_text import TextPairsError, encode_pairs, load_text_pairs
@@ -161,9 +161,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     optimizer, scheduler = optimization_from_config(cfg, [p for p in model.parameters() if p.requires_grad])
 
     def train_batches(start_step: int):
-        resumed = MixtureBatches(sources, sampler, settings.global_batch_size, ctx.env.world_size,
-                                 settings.micro_batch_size, ctx.env.rank, start_step=start_step)
-        return iter(make_loader(resumed, settings.num_workers))
+        return iter(make_loader(stream.starting_at(start_step), settings.num_workers))
 
     validation = [task.validation for task in tasks.values() if task.validation is not None]
 
@@ -188,13 +186,9 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _rank_batches(rows: list[dict[str, np.ndarray]], env: DistEnv, micro_batch_size: int):
-    """This rank's rows ``i % W == rank`` in micro-batches, padded with all-zero rows so every rank has as many."""
-    mine = rows[env.rank::env.world_size]
-    per_rank = -(-len(rows) // env.world_size)
-    for first in range(0, per_rank, micro_batch_size):
-        chunk = mine[first:first + micro_batch_size]
-        chunk += [{k: np.zeros_like(v) for k, v in rows[0].items()}] * (micro_batch_size - len(chunk))
-        yield collate_rows(chunk)
+    """This rank's share of ``rows`` in padded micro-batches (:func:`rank_micro_batches`)."""
+    return rank_micro_batches(len(rows), env.rank, env.world_size, micro_batch_size,
+                              lambda items: [rows[i] for i in items])
 
 
 @torch.no_grad()

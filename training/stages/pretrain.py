@@ -83,23 +83,22 @@ def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
                      settings.micro_batch_size, seed=int(cfg.seed))
     model, model_spec = model_from_config(cfg, data.vocab_size)
     optimizer, scheduler = optimization_from_config(cfg, model.parameters())
-    fingerprint = TokenBatches(data.train, plan, ctx.env.rank, data.row_builder).state_dict()["fingerprint"]
+    stream = TokenBatches(data.train, plan, ctx.env.rank, data.row_builder)
 
     def train_batches(start_step: int):
-        dataset = TokenBatches(data.train, plan, ctx.env.rank, data.row_builder, start_step=start_step)
-        return iter(make_loader(dataset, settings.num_workers))
+        return iter(make_loader(stream.starting_at(start_step), settings.num_workers))
 
     def validation_batches():
         return eval_batches(data.validation, ctx.env.rank, ctx.env.world_size, settings.micro_batch_size,
                             data.row_builder)
 
-    extra: dict[str, Any] = {"model_spec": model_spec, "data_fingerprint": fingerprint,
+    extra: dict[str, Any] = {"model_spec": model_spec, "data_fingerprint": stream.fingerprint,
                              "config": section(cfg, "objective") | {"stage": cfg.stage}}
     trainer = Trainer(settings, ctx.run_dir, model, EncDecTask(z_loss=float(cfg.z_loss)), optimizer,
                       scheduler, train_batches, plan.grad_accum, ctx.env, ctx.device,
                       eval_batches=validation_batches if data.validation is not None else None,
                       checkpoint_extra=extra)
-    restore(trainer, cfg, fingerprint)
+    restore(trainer, cfg, stream.fingerprint)
     return trainer
 
 
