@@ -6,7 +6,7 @@ rate that an ``LambdaLR`` schedule (:mod:`training.schedules`) multiplies.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -222,6 +222,23 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "adamw": torch.optim.AdamW,
     "adamw_scale": AdamWScale,
 }
+
+
+def decay_groups(named_parameters: Iterable[tuple[str, torch.nn.Parameter]], weight_decay: float,
+                 exclude: str) -> list[dict[str, Any]]:
+    """Parameter groups with and without weight decay. ``exclude``: ``"vectors"`` spares every parameter of fewer
+    than 2 dimensions (biases, norms; GPT-1 and nanoGPT), ``"bias"`` only those whose name contains "bias"
+    (minGPT/CS224N A5, which thereby decays layer-norm weights and embeddings), ``"none"`` spares nothing."""
+    if exclude not in ("vectors", "bias", "none"):
+        raise ValueError(f"decay exclusion must be vectors, bias or none, got {exclude!r}")
+    decayed, spared = [], []
+    for name, parameter in named_parameters:
+        if exclude == "vectors":
+            spare = parameter.dim() < 2
+        else:
+            spare = exclude == "bias" and "bias" in name
+        (spared if spare else decayed).append(parameter)
+    return [{"params": decayed, "weight_decay": weight_decay}, {"params": spared, "weight_decay": 0.0}]
 
 
 def build_optimizer(name: str, params: ParamsT, lr: float, **options: Any) -> torch.optim.Optimizer:

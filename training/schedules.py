@@ -90,11 +90,31 @@ def linear(step: int, *, warmup_steps: int, total_steps: int, warmup_start: floa
     return 1.0 - progress if warm is None else warm
 
 
+def mingpt_cosine(step: int, *, warmup_steps: float, decay_steps: float, min_lr_fraction: float = 0.1,
+                  periodic: bool = True) -> float:
+    """minGPT's (and CS224N A5's) token-count schedule in optimizer steps: ``step / warmup_steps`` during warm-up,
+    then ``max(min_lr_fraction, 0.5 * (1 + cos(pi * progress)))`` with ``progress`` going 0 -> 1 from
+    ``warmup_steps`` to ``decay_steps``. minGPT does not clamp ``progress`` (``periodic=True``), so past
+    ``decay_steps`` the cosine climbs back to the full rate (A5's 650-epoch pretraining is back at full rate around
+    epoch 403); ``periodic=False`` holds the floor instead. Step counts may be fractional (A5 warms up over
+    10,240 tokens, 0.63 of a 128 x 127-token step)."""
+    _check(step >= 0, f"step must be >= 0, got {step}")
+    _check(0 <= warmup_steps < decay_steps, f"need 0 <= warmup_steps < decay_steps, got {warmup_steps}, {decay_steps}")
+    _check(0.0 <= min_lr_fraction <= 1.0, f"min_lr_fraction must be in [0, 1], got {min_lr_fraction}")
+    if step < warmup_steps:
+        return step / warmup_steps
+    progress = (step - warmup_steps) / (decay_steps - warmup_steps)
+    if not periodic:
+        progress = min(progress, 1.0)
+    return max(min_lr_fraction, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
 SCHEDULES: dict[str, Callable[..., float]] = {
     "inverse_sqrt": inverse_sqrt,
     "cosine": cosine,
     "constant": constant,
     "linear": linear,
+    "mingpt_cosine": mingpt_cosine,
 }
 
 

@@ -1,4 +1,4 @@
-"""How batches are scored: the :class:`~c4prep.training.trainer.Task` of each model family."""
+"""How batches are scored: the :class:`~c4prep.training.trainer.Task` of each model family and stage."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .losses import token_cross_entropy
+from .losses import mean_token_loss, token_cross_entropy
 
 ENCDEC_MODEL_INPUTS = ("encoder_input_tokens", "decoder_input_tokens", "encoder_segment_ids",
                        "decoder_segment_ids", "encoder_positions", "decoder_positions")
@@ -35,3 +35,76 @@ class EncDecTask:
         loss_sum, targets = token_cross_entropy(logits, batch["decoder_target_tokens"], weights)
         correct = ((logits.argmax(-1) == batch["decoder_target_tokens"]) * weights).sum()
         return {"loss_sum": loss_sum, "targets": targets, "token_accuracy": correct}
+
+
+def _decoder_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Model inputs of a decoder row; packing and prefix features only when a row uses them (else the fused
+    causal attention path runs)."""
+    inputs = {"input_tokens": batch["input_tokens"]}
+    if "segment_ids" in batch and bool((batch["segment_ids"] > 1).any()):
+        inputs.update(segment_ids=batch["segment_ids"], positions=batch["positions"])
+    if "prefix_mask" in batch and bool(batch["prefix_mask"].any()):
+        inputs["prefix_mask"] = batch["prefix_mask"]
+    return inputs
+
+
+@dataclass(frozen=True)
+class DecoderTask:
+    """Decoder-only rows (``objectives.decoder_rows``): next-token cross-entropy where ``loss_weights`` is set."""
+
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        return token_cross_entropy(model(**_decoder_inputs(batch)), batch["target_tokens"], batch["loss_weights"])
+
+    def num_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return batch["loss_weights"].sum()
+
+    def num_tokens(self, batch: dict[str, torch.Tensor]) -> int:
+        return batch["input_tokens"].numel()
+
+    def eval_sums(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        logits = model(**_decoder_inputs(batch))
+        weights = batch["loss_weights"]
+        loss_sum, targets = token_cross_entropy(logits, batch["target_tokens"], weights)
+        correct = ((logits.argmax(-1) == batch["target_tokens"]) * weights).sum()
+        return {"loss_sum": loss_sum, "targets": targets, "token_accuracy": correct}
+
+
+@dataclass(frozen=True)
+class ClassificationTask:
+    """GPT-1 fine-tuning (section 3.2): ``L3 = L2 + lm_weight * L1`` per example, i.e. the classifier's
+    cross-entropy plus the auxiliary LM loss (the mean next-token loss over the example's transformed input).
+    Rows come from ``data.gpt_tasks``; an optimizer step averages over examples."""
+
+    lm_weight: float = 0.5
+
+    def _example_losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        class_logits, lm_logits = model(batch["input_tokens"], batch["extract_positions"])
+        classifier = torch.nn.functional.cross_entropy(class_logits.float(), batch["label"], reduction="none")
+        if not self.lm_weight:
+            return classifier, class_logits
+        lm = torch.stack([mean_token_loss(logits, targets, weights) for logits, targets, weights
+                          in zip(lm_logits, batch["target_tokens"], batch["lm_weights"])])
+        return classifier + self.lm_weight * lm, class_logits
+
+    def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        losses, _ = self._example_losses(model, batch)
+        weights = _row_weights(batch)
+        return (losses * weights).sum(), weights.sum()
+
+    def num_targets(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return _row_weights(batch).sum()
+
+    def num_tokens(self, batch: dict[str, torch.Tensor]) -> int:
+        return batch["input_tokens"].numel()
+
+    def eval_sums(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        losses, class_logits = self._example_losses(model, batch)
+        weights = _row_weights(batch)
+        correct = (class_logits.argmax(-1) == batch["label"]).float() * weights
+        return {"loss_sum": (losses * weights).sum(), "targets": weights.sum(), "accuracy": correct.sum()}
+
+
+def _row_weights(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """1 per real example (0 for the padding rows of evaluation batches)."""
+    mask = batch.get("row_mask")
+    return torch.ones(len(batch["label"]), device=batch["label"].device) if mask is None else mask.float()

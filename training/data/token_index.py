@@ -167,9 +167,11 @@ def build_sample_index(token_dir: str, split: str, segment_length: int,
     targets_length). Samples are ordered by their first segment, segments by sample.
     """
     for name, value in (("segment_length", segment_length), ("concat_documents", concat_documents),
-                        ("inputs_length", inputs_length), ("targets_length", targets_length)):
+                        ("targets_length", targets_length)):
         if value < 1:
             raise TokenDataError(f"{name} must be >= 1, got {value}")
+    if inputs_length < 0:
+        raise TokenDataError(f"inputs_length must be >= 0 (0: decoder-only language modelling), got {inputs_length}")
     entries, paths = _split_shards(token_dir, split)
     table = _length_table(output_lengths, segment_length, inputs_length, targets_length)
     shard_ids, starts, lengths = [], [], []

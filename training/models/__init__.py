@@ -1,4 +1,4 @@
-"""Model families: T5 (encoder-decoder); built by name with :func:`build_model`."""
+"""Model families: T5 (encoder-decoder) and GPT (decoder-only); built by name with :func:`build_model`."""
 from .registry import MODELS, build_model
 
 __all__ = ["MODELS", "build_model"]

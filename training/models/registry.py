@@ -1,10 +1,12 @@
-"""Models by config name: ``model: {name: t5, size: t5_small, dropout_rate: 0.1}`` -> a module."""
+"""Models by config name: ``model: {name: t5, size: t5_small, dropout_rate: 0.1}`` (or ``name: gpt``) -> a module."""
 from __future__ import annotations
 
 from typing import Any
 
 from torch import nn
 
+from .gpt import GPT, gpt_config
+from .gpt_classifier import GPTClassifier
 from .t5 import T5, t5_config
 
 
@@ -12,7 +14,16 @@ def _t5(vocab_size: int, size: str = "t5_small", **overrides: Any) -> nn.Module:
     return T5(t5_config(size, vocab_size, **overrides))
 
 
-MODELS = {"t5": _t5}
+def _gpt(vocab_size: int, size: str = "gpt_tiny", **overrides: Any) -> nn.Module:
+    return GPT(gpt_config(size, vocab_size, **overrides))
+
+
+def _gpt_classifier(vocab_size: int, num_classes: int, reduce: str = "sum", classifier_dropout: float = 0.1,
+                    size: str = "gpt_tiny", **overrides: Any) -> nn.Module:
+    return GPTClassifier(GPT(gpt_config(size, vocab_size, **overrides)), num_classes, reduce, classifier_dropout)
+
+
+MODELS = {"t5": _t5, "gpt": _gpt, "gpt_classifier": _gpt_classifier}
 
 
 def build_model(name: str, vocab_size: int, **settings: Any) -> nn.Module:

@@ -4,14 +4,22 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from .denoising import BertStyle, Deshuffling, IidDropTokens, IidReplaceSpans, MassStyle, PrefixLM
+from .denoising import (
+    BertStyle,
+    Deshuffling,
+    IidDropTokens,
+    IidReplaceSpans,
+    MassStyle,
+    PrefixLM,
+)
+from .lm import LanguageModeling
 from .span_corruption import SpanCorruption
 
 if TYPE_CHECKING:
     from . import Objective
 
 OBJECTIVES: dict[str, type] = {cls.name: cls for cls in (
-    SpanCorruption, PrefixLM, BertStyle, MassStyle, IidReplaceSpans, IidDropTokens, Deshuffling)}
+    SpanCorruption, PrefixLM, BertStyle, MassStyle, IidReplaceSpans, IidDropTokens, Deshuffling, LanguageModeling)}
 
 
 def make_objective(name: str, **params: Any) -> Objective:

@@ -10,10 +10,17 @@ from omegaconf import DictConfig
 def run_stage(cfg: DictConfig) -> dict[str, Any]:
     """Run ``cfg.stage`` and return its summary."""
     runner: Callable[[DictConfig], dict[str, Any]]
+    kind = cfg.data.get("kind")
     if cfg.stage == "pretrain":
         from .pretrain import run_pretrain as runner
+    elif cfg.stage == "finetune" and kind == "birth_places":
+        from .cs224n_a5 import run_a5_finetune as runner
+    elif cfg.stage == "finetune" and kind == "classification":
+        from .classify import run_classification as runner
     elif cfg.stage == "finetune":
         from .finetune import run_finetune as runner
+    elif kind == "birth_places":
+        from .cs224n_a5 import run_a5_evaluate as runner
     else:
         from .evaluate import run_evaluate as runner
     return runner(cfg)

@@ -13,7 +13,7 @@ from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
 from ..config import TrainConfigError, TrainerSettings, section, to_yaml, trainer_settings
 from ..distributed import DistEnv, init_distributed, select_device
 from ..models import build_model
-from ..optim import build_optimizer
+from ..optim import build_optimizer, decay_groups
 from ..schedules import build_schedule
 from ..trainer import Trainer
 
@@ -70,12 +70,17 @@ def _build(spec: dict[str, Any]) -> torch.nn.Module:
         raise TrainConfigError(f"bad model settings {spec}: {error}") from None
 
 
-def optimization_from_config(cfg: DictConfig, parameters) -> tuple[torch.optim.Optimizer, Any]:
-    """Optimizer and LR schedule from the ``optimizer:`` and ``schedule:`` sections."""
+def optimization_from_config(cfg: DictConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+    """Optimizer over ``model``'s trainable parameters and LR schedule, from the ``optimizer:`` and ``schedule:``
+    sections (``optimizer.decay_exclude`` picks which parameters skip weight decay)."""
     optimizer_cfg, schedule_cfg = section(cfg, "optimizer"), section(cfg, "schedule")
+    options = dict(optimizer_cfg.get("options", {}))
+    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     try:
-        optimizer = build_optimizer(optimizer_cfg["name"], parameters, lr=float(optimizer_cfg["lr"]),
-                                    **optimizer_cfg.get("options", {}))
+        exclude = optimizer_cfg.get("decay_exclude")
+        parameters = (decay_groups(named, float(options.pop("weight_decay", 0.0)), exclude) if exclude
+                      else [p for _, p in named])
+        optimizer = build_optimizer(optimizer_cfg["name"], parameters, lr=float(optimizer_cfg["lr"]), **options)
         scheduler = build_schedule(schedule_cfg["name"], optimizer, **schedule_cfg.get("options", {}))
     except (KeyError, TypeError, ValueError) as error:
         raise TrainConfigError(f"bad optimizer/schedule settings: {error}") from None

@@ -14,10 +14,9 @@ from ..config import TrainConfigError
 from ..data.batches import eval_batches
 from ..data.token_index import TokenDataError
 from ..metrics_log import MetricsLogger
-from ..tasks import EncDecTask
 from ..trainer import evaluate_model
 from .common import model_from_checkpoint, start_run
-from .pretrain import pretrain_data
+from .pretrain import check_rows_fit, pretrain_data
 
 
 def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -29,13 +28,14 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     ctx = start_run(cfg)
     state = load_checkpoint(cfg.init_from)
     model = model_from_checkpoint(state).to(ctx.device)
-    data = pretrain_data(cfg)
+    data = pretrain_data(cfg, decoder_only=state["model_spec"]["name"] == "gpt")
+    check_rows_fit(model, data.row_builder)
     if data.validation is None:
         raise TokenDataError(f"split {cfg.data.validation_split!r} of {cfg.data.tokens} has no samples to evaluate; "
                              "set data.validation_split=<split>")
     batches = eval_batches(data.validation, ctx.env.rank, ctx.env.world_size, ctx.settings.micro_batch_size,
                            data.row_builder)
-    metrics = evaluate_model(model, EncDecTask(), batches, ctx.env, ctx.device, ctx.settings.precision)
+    metrics = evaluate_model(model, data.task, batches, ctx.env, ctx.device, ctx.settings.precision)
     with MetricsLogger(ctx.run_dir, enabled=ctx.env.is_main, tensorboard=False) as logger:
         logger.log(int(state["step"]), "validation", metrics or {})
     return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]), "validation": metrics}

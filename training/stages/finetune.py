@@ -14,11 +14,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
-from torch import nn
-
 from c4prep.tokenization.train_vocab import VocabError, locate_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
+from omegaconf import DictConfig
+from torch import nn
 
 from ..checkpoint import load_checkpoint
 from ..config import TrainConfigError, section
@@ -31,8 +30,7 @@ from ..metrics import exact_match
 from ..models.t5 import T5
 from ..tasks import EncDecTask
 from ..trainer import Trainer, evaluate_model
-from .common import (RunContext, model_from_checkpoint, model_from_config, optimization_from_config, restore,
-                     start_run)
+from .common import RunContext, model_from_checkpoint, model_from_config, optimization_from_config, restore, start_run
 from .pretrain import pretrain_data
 
 log = logging.getLogger(__name__)
@@ -158,7 +156,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     settings = ctx.settings
     stream = MixtureBatches(sources, sampler, settings.global_batch_size, ctx.env.world_size,
                             settings.micro_batch_size, ctx.env.rank)
-    optimizer, scheduler = optimization_from_config(cfg, [p for p in model.parameters() if p.requires_grad])
+    optimizer, scheduler = optimization_from_config(cfg, model)
 
     def train_batches(start_step: int):
         return iter(make_loader(stream.starting_at(start_step), settings.num_workers))

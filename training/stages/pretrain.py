@@ -1,7 +1,9 @@
 """``train stage=pretrain``: an objective (T5 span corruption by default) over the token shards of ``c4prep tokenize``.
 
 token shards -> segment index -> deterministic global batches -> objective + packing (per sample, seeded by
-(seed, epoch, segment id)) -> model -> trainer.
+(seed, epoch, segment id)) -> model -> trainer. With ``model=gpt_*`` the rows are decoder-only
+(``objectives.decoder_rows``; ``objective=lm`` for GPT pre-training). Character corpora (``data=char_text``,
+``data=cs224n_a5_wiki``) train a GPT on in-memory rows instead (``stages.char_corpora``).
 """
 from __future__ import annotations
 
@@ -9,18 +11,23 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from omegaconf import DictConfig
 
 from c4prep.manifest import Manifest, ManifestError, read_manifest
 
 from ..config import TrainConfigError, section
-from ..data.batches import BatchPlan, TokenBatches, eval_batches, make_loader
+from ..data.batches import BatchPlan, RowBuilder, TokenBatches, eval_batches, make_loader
 from ..data.token_index import SampleIndex, TokenDataError, build_sample_index
+from ..models.gpt import GPT
 from ..objectives import make_objective
+from ..objectives.decoder_rows import DecoderRowBuilder
 from ..objectives.packing import EncDecRowBuilder
-from ..tasks import EncDecTask
-from ..trainer import Trainer
+from ..tasks import DecoderTask, EncDecTask
+from ..trainer import Task, Trainer
+from .char_corpora import CHAR_CORPORA
 from .common import RunContext, model_from_config, optimization_from_config, restore, start_run
+from .row_training import fit_summary, row_set_trainer
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +38,9 @@ class PretrainData:
 
     train: SampleIndex
     validation: SampleIndex | None
-    row_builder: EncDecRowBuilder
+    row_builder: RowBuilder
     vocab_size: int
+    task: Task
 
 
 def token_manifest(tokens_dir: str) -> Manifest:
@@ -50,8 +58,9 @@ def vocabulary_size(manifest: Manifest, tokens_dir: str) -> int:
     return int(vocabulary["vocab_size"])
 
 
-def pretrain_data(cfg: DictConfig) -> PretrainData:
-    """Build the objective and the sample indices the config asks for."""
+def pretrain_data(cfg: DictConfig, decoder_only: bool | None = None) -> PretrainData:
+    """Build the objective and the sample indices the config asks for; rows for a decoder-only model when
+    ``decoder_only`` (default: when the ``model:`` section names a GPT)."""
     data, objective_cfg = section(cfg, "data"), section(cfg, "objective")
     manifest = token_manifest(data["tokens"])
     vocab_size = vocabulary_size(manifest, data["tokens"])
@@ -71,8 +80,23 @@ def pretrain_data(cfg: DictConfig) -> PretrainData:
     if split and not has_validation:
         log.warning("no validation: split %r of %s has no documents", split, data["tokens"])
     validation = index(split) if has_validation else None
-    row_builder = EncDecRowBuilder(objective, inputs_length, targets_length, seed=int(cfg.seed))
-    return PretrainData(index(data["train_split"]), validation, row_builder, vocab_size)
+    if decoder_only is None:
+        decoder_only = section(cfg, "model").get("name") == "gpt"
+    if decoder_only:
+        row_builder: RowBuilder = DecoderRowBuilder(objective, inputs_length, targets_length, seed=int(cfg.seed))
+        task: Task = DecoderTask()
+    else:
+        row_builder = EncDecRowBuilder(objective, inputs_length, targets_length, seed=int(cfg.seed))
+        task = EncDecTask(z_loss=float(cfg.z_loss))
+    return PretrainData(index(data["train_split"]), validation, row_builder, vocab_size, task)
+
+
+def check_rows_fit(model: torch.nn.Module, row_builder: RowBuilder) -> None:
+    """A GPT must have positions for every decoder row position."""
+    if isinstance(model, GPT) and isinstance(row_builder, DecoderRowBuilder) and row_builder.length > model.max_length:
+        raise TrainConfigError(f"decoder rows of {row_builder.length} positions exceed the model's {model.max_length}:"
+                               f" set objective.targets_length={model.max_length + 1} (objective=lm) or raise "
+                               "model.block_size")
 
 
 def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
@@ -82,7 +106,8 @@ def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
     plan = BatchPlan(data.train.num_samples, settings.global_batch_size, ctx.env.world_size,
                      settings.micro_batch_size, seed=int(cfg.seed))
     model, model_spec = model_from_config(cfg, data.vocab_size)
-    optimizer, scheduler = optimization_from_config(cfg, model.parameters())
+    check_rows_fit(model, data.row_builder)
+    optimizer, scheduler = optimization_from_config(cfg, model)
     stream = TokenBatches(data.train, plan, ctx.env.rank, data.row_builder)
 
     def train_batches(start_step: int):
@@ -94,8 +119,8 @@ def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
 
     extra: dict[str, Any] = {"model_spec": model_spec, "data_fingerprint": stream.fingerprint,
                              "config": section(cfg, "objective") | {"stage": cfg.stage}}
-    trainer = Trainer(settings, ctx.run_dir, model, EncDecTask(z_loss=float(cfg.z_loss)), optimizer,
-                      scheduler, train_batches, plan.grad_accum, ctx.env, ctx.device,
+    trainer = Trainer(settings, ctx.run_dir, model, data.task, optimizer, scheduler, train_batches, plan.grad_accum,
+                      ctx.env, ctx.device,
                       eval_batches=validation_batches if data.validation is not None else None,
                       checkpoint_extra=extra)
     restore(trainer, cfg, stream.fingerprint)
@@ -104,11 +129,15 @@ def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
 
 def run_pretrain(cfg: DictConfig) -> dict[str, Any]:
     """Train; returns a summary (steps, last loss, validation metrics)."""
-    if cfg.data.get("kind") != "tokens":
-        raise TrainConfigError("stage=pretrain reads token shards: use data=c4_tokens (and data.tokens=<folder>)")
+    kind = cfg.data.get("kind")
+    if kind in CHAR_CORPORA:
+        ctx = start_run(cfg)
+        corpus = CHAR_CORPORA[kind](cfg)
+        model, spec = model_from_config(cfg, corpus.vocab_size)
+        trainer = row_set_trainer(cfg, ctx, corpus.train, corpus.validation, DecoderTask(), model, spec)
+        return fit_summary(ctx, trainer)
+    if kind != "tokens":
+        raise TrainConfigError(f"stage=pretrain reads token shards (data=c4_tokens) or a character corpus "
+                               f"(data=tiny_shakespeare|cs224n_a5_wiki), not data.kind={kind!r}")
     ctx = start_run(cfg)
-    trainer = build_pretrain_trainer(cfg, ctx)
-    start = trainer.step
-    history = trainer.fit()
-    return {"run_dir": str(ctx.run_dir), "start_step": start, "step": trainer.step,
-            "losses": [s.loss for s in history], "validation": trainer.validation}
+    return fit_summary(ctx, build_pretrain_trainer(cfg, ctx))

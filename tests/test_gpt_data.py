@@ -1,0 +1,136 @@
+"""Decoder-only data: LM and prefix-LM rows, re-packing padded rows (the same losses), character windows, row-set
+batches over ranks and workers, minGPT's schedule and weight-decay groups."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from c4prep.training.data.batches import BatchPlan, make_loader
+from c4prep.training.data.char_corruption import CharCorruptionRows, load_char_corpus
+from c4prep.training.data.char_text import CharTextError, char_text_splits
+from c4prep.training.data.row_batches import RowBatches, RowSet
+from c4prep.training.models.gpt import GPT, gpt_config
+from c4prep.training.objectives import make_objective
+from c4prep.training.objectives.decoder_rows import DecoderRowBuilder, pack_decoder_row, pack_padded_rows
+from c4prep.training.optim import decay_groups
+from c4prep.training.schedules import mingpt_cosine
+from c4prep.training.tasks import DecoderTask
+
+
+def test_lm_rows_predict_every_next_token_of_each_packed_segment():
+    row = pack_decoder_row([(np.zeros(0, np.int32), np.array([5, 6, 7, 1])),
+                            (np.zeros(0, np.int32), np.array([8, 9, 1]))], length=7)
+    assert row["input_tokens"].tolist() == [5, 6, 7, 8, 9, 0, 0]
+    assert row["target_tokens"].tolist() == [6, 7, 1, 9, 1, 0, 0]
+    assert row["loss_weights"].tolist() == [1, 1, 1, 1, 1, 0, 0]
+    assert row["segment_ids"].tolist() == [1, 1, 1, 2, 2, 0, 0]
+    assert row["positions"].tolist() == [0, 1, 2, 0, 1, 0, 0]
+    assert not row["prefix_mask"].any()
+
+
+def test_prefix_lm_rows_weight_only_the_targets_and_mark_the_prefix():
+    row = pack_decoder_row([(np.array([3, 4, 1]), np.array([5, 6, 1]))], length=6)
+    assert row["input_tokens"].tolist() == [3, 4, 1, 5, 6, 0]
+    assert row["target_tokens"].tolist() == [4, 1, 5, 6, 1, 0]
+    assert row["loss_weights"].tolist() == [0, 0, 1, 1, 1, 0]  # predicting 5, 6 and EOS
+    assert row["prefix_mask"].tolist() == [1, 1, 1, 0, 0, 0]
+    with pytest.raises(ValueError, match="positions"):
+        pack_decoder_row([(np.array([3, 4, 1]), np.array([5, 6, 1]))], length=4)
+
+
+def test_decoder_row_builder_applies_the_objective_with_per_segment_seeds(ptb_ids):
+    lm = DecoderRowBuilder(make_objective("lm", vocab_size=600), 0, 65, seed=0)
+    segment = ptb_ids[:65]
+    row = lm([segment], [0], epoch=0)
+    assert lm.length == 64 and row["input_tokens"].tolist() == segment[:-1].tolist()
+    assert row["target_tokens"].tolist() == segment[1:].tolist() and row["loss_weights"].all()
+    prefix = DecoderRowBuilder(make_objective("prefix_lm", vocab_size=600), 32, 33, seed=0)
+    rows = [prefix([ptb_ids[:32]], [7], epoch) for epoch in (0, 0, 1)]
+    assert np.array_equal(rows[0]["prefix_mask"], rows[1]["prefix_mask"])
+    assert prefix.length == 64 and rows[0]["prefix_mask"].sum() >= 2
+
+
+def test_lm_objective_needs_no_inputs():
+    with pytest.raises(ValueError, match="inputs_length 0"):
+        make_objective("lm", vocab_size=100).segment_length(8, 65)
+
+
+@pytest.fixture(scope="module")
+def a5_rows(shared_data):
+    documents, vocab = load_char_corpus(shared_data / "cs224n_a5" / "wiki.txt")
+    return CharCorruptionRows(documents, vocab, block_size=128, seed=0)
+
+
+def test_repacking_a5_rows_halves_the_positions_and_keeps_every_loss(a5_rows):
+    rows = [a5_rows(i, 0) for i in range(64)]
+    packed = pack_padded_rows(rows, 127)
+    assert len(packed) < 0.7 * len(rows)
+    assert sum(int(r["loss_weights"].sum()) for r in packed) == sum(int(r["loss_weights"].sum()) for r in rows)
+    torch.manual_seed(0)
+    model = GPT(gpt_config("gpt_a5", 256, n_layer=1, dropout=0.0)).eval()
+    collate = {name: torch.from_numpy(np.stack([r[name] for r in rows])) for name in rows[0]}
+    packed_batch = {name: torch.from_numpy(np.stack([r[name] for r in packed])) for name in packed[0]}
+    padded_loss, padded_count = DecoderTask().loss(model, collate)
+    packed_loss, packed_count = DecoderTask().loss(model, packed_batch)
+    assert padded_count == packed_count
+    torch.testing.assert_close(packed_loss, padded_loss, rtol=1e-5, atol=1e-3)
+
+
+def test_shakespeare_windows_cover_the_split(shared_data):
+    text = (shared_data / "tinyshakespeare" / "input.txt").read_text()
+    train, validation, vocab = char_text_splits(text, block_size=64)
+    assert vocab.vocab_size == 65 + 2  # the 65 characters, plus PAD and MASK ids of the shared char vocabulary
+    assert len(train.ids) == 1_003_854 and len(validation.ids) == 111_540  # nanoGPT's train.bin / val.bin
+    assert len(train) == 1_003_854 - 64 and len(validation) == (111_540 - 65) // 64 + 1
+    row = train(10, epoch=0)
+    assert vocab.decode(row["input_tokens"]) == text[10:74] and vocab.decode(row["target_tokens"]) == text[11:75]
+    assert vocab.decode(validation(1, 0)["input_tokens"]) == text[1_003_854 + 64:1_003_854 + 128]
+    with pytest.raises(CharTextError):
+        char_text_splits("abc", block_size=64)
+
+
+def _stream_items(row_set, plan, rank, workers, steps):
+    stream = RowBatches(row_set, plan, rank, num_steps=steps)
+    return [batch["input_tokens"][:, 0].tolist() for batch in make_loader(stream, workers)]
+
+
+def test_row_batches_do_not_depend_on_ranks_or_workers_and_resume():
+    ids = np.arange(1000, dtype=np.int64)
+    rows = RowSet(lambda item, epoch: {"input_tokens": ids[item:item + 4]}, 37, "toy")
+    one = BatchPlan(37, 8, 1, 4, seed=3, drop_last=False)
+    two = BatchPlan(37, 8, 2, 4, seed=3, drop_last=False)
+    single = _stream_items(rows, one, 0, 0, 6)
+    rank0, rank1 = _stream_items(rows, two, 0, 2, 6), _stream_items(rows, two, 1, 0, 6)
+    assert [a + b for a, b in zip(single[0::2], single[1::2])] == [a + b for a, b in zip(rank0, rank1)]
+    epoch0 = [item for batch in single[:10] for item in batch]
+    assert sorted(set(epoch0)) == list(range(37))  # drop_last=False: every item in an epoch of 5 steps
+    resumed = RowBatches(rows, one, 0, num_steps=2).starting_at(4)
+    assert [b["input_tokens"][:, 0].tolist() for b in resumed] == single[8:12]
+
+
+def test_mingpt_cosine_reproduces_the_a5_pretraining_anchors():
+    tokens_per_step = 128 * 127
+    decay_steps = 75_212_800 / tokens_per_step
+    lr = [6e-3 * mingpt_cosine(epoch * 23, warmup_steps=10_240 / tokens_per_step, decay_steps=decay_steps)
+          for epoch in (1, 200, 403, 650)]
+    assert lr[0] == pytest.approx(6e-3, rel=1e-3)
+    assert lr[1] == pytest.approx(6e-4)  # on the 0.1 floor mid-run
+    assert lr[2] == pytest.approx(6e-3, rel=1e-3)  # unclamped: back at the full rate
+    assert lr[3] == pytest.approx(7.18e-4, rel=0.06)  # the starter's 7.182e-4 (it counts 122-example tail batches)
+    assert mingpt_cosine(0, warmup_steps=10, decay_steps=100) == 0.0
+    assert mingpt_cosine(5, warmup_steps=10, decay_steps=100) == 0.5
+    assert mingpt_cosine(150, warmup_steps=10, decay_steps=100, periodic=False) == 0.1
+    assert mingpt_cosine(55, warmup_steps=10, decay_steps=100) == pytest.approx(0.5 * (1 + math.cos(math.pi / 2)))
+
+
+def test_weight_decay_groups_follow_mingpt_and_nanogpt():
+    model = GPT(gpt_config("gpt_tiny", 50))
+    named = list(model.named_parameters())
+    mingpt = decay_groups(named, 0.1, "bias")
+    spared = {id(p) for p in mingpt[1]["params"]}
+    assert {name for name, p in named if id(p) in spared} == {name for name, _ in named if "bias" in name}
+    assert any(name == "blocks.0.ln1.weight" for name, p in named if id(p) not in spared)  # minGPT's quirk
+    nanogpt = decay_groups(named, 0.1, "vectors")
+    assert all(p.dim() >= 2 for p in nanogpt[0]["params"]) and all(p.dim() < 2 for p in nanogpt[1]["params"])
+    with pytest.raises(ValueError, match="decay exclusion"):
+        decay_groups(named, 0.1, "layernorm")

@@ -1,0 +1,110 @@
+"""`train` with GPT models, end to end on real data: LM pre-training on the token shards, the tiny-shakespeare
+character LM, the CS224N A5 chain (pretrain -> finetune -> evaluate, vanilla and synthesizer) and GPT-1
+classification fine-tuning on Yelp."""
+import math
+from pathlib import Path
+
+import pytest
+from c4prep.training.checkpoint import load_checkpoint
+from c4prep.training.cli import main
+from c4prep.training.metrics_log import read_metrics
+
+QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.num_workers=0", "trainer.log_every=1",
+         "trainer.device=cpu"]
+# CS224N A5 presets shrunk for CI: the same data, rows and schedule, a 1-layer 32-wide model, 16 rows per step.
+A5_SMALL = ["+model.n_layer=1", "+model.n_embd=32", "+model.n_head=2", "trainer.global_batch_size=16",
+            "trainer.micro_batch_size=8", *QUIET]
+
+
+def metrics(run_dir: Path, split: str) -> list[dict]:
+    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["split"] == split]
+
+
+@pytest.fixture(scope="module")
+def gpt_lm_run(sample_tokens, tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("gpt") / "lm"
+    assert main(["model=gpt_tiny", "objective=lm", f"data.tokens={sample_tokens}", "data.validation_split=train",
+                 "optimizer=adamw", "optimizer.lr=3e-3", "schedule=constant", "trainer.max_steps=4",
+                 "trainer.global_batch_size=8", "trainer.micro_batch_size=4", "trainer.eval_batches=2",
+                 f"output_dir={run_dir}", *QUIET]) == 0
+    return run_dir
+
+
+def test_gpt_pretrains_on_the_token_shards_and_evaluates_the_same(gpt_lm_run, sample_tokens, tmp_path):
+    losses = [r["metrics"]["loss"] for r in metrics(gpt_lm_run, "train")]
+    assert len(losses) == 4 and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+    state = load_checkpoint(gpt_lm_run)
+    assert state["model_spec"]["name"] == "gpt" and state["model_spec"]["size"] == "gpt_tiny"
+    assert main(["stage=evaluate", f"init_from={gpt_lm_run}", "objective=lm", f"data.tokens={sample_tokens}",
+                 "data.validation_split=train", "trainer.micro_batch_size=4", f"output_dir={tmp_path}",
+                 *QUIET]) == 0
+    (evaluated,) = metrics(tmp_path, "validation")
+    assert evaluated["step"] == 4 and 0 < evaluated["metrics"]["loss"] < 10
+
+
+def test_lm_rows_longer_than_the_model_are_refused(sample_tokens, tmp_path, capsys):
+    assert main(["model=gpt_tiny", "objective=lm", "objective.targets_length=129", f"data.tokens={sample_tokens}",
+                 f"output_dir={tmp_path}", *QUIET]) == 2
+    assert "exceed the model's 64" in capsys.readouterr().err
+
+
+def test_shakespeare_character_lm_trains_and_validates_on_the_held_out_tenth(tmp_path):
+    assert main(["experiment=shakespeare_char", "model=gpt_tiny", "trainer.max_steps=3", "trainer.eval_every=0",
+                 "trainer.eval_batches=3", "schedule.options.warmup_steps=1", f"output_dir={tmp_path}", *QUIET]) == 0
+    (validation,) = metrics(tmp_path, "validation")
+    assert math.log(67) - 0.5 < validation["metrics"]["loss"] < math.log(67) + 1  # near uniform after 3 steps
+
+
+@pytest.fixture(scope="module")
+def dev_questions(shared_data, tmp_path_factory) -> Path:
+    """The first 24 questions of birth_dev.tsv (one of them non-ASCII would not matter: prompts stay raw)."""
+    lines = (shared_data / "cs224n_a5" / "birth_dev.tsv").read_text(encoding="utf-8").splitlines()[:24]
+    path = tmp_path_factory.mktemp("a5") / "dev24.tsv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("attention", ["causal", "synthesizer"])
+def test_cs224n_a5_pretrain_finetune_evaluate(attention, dev_questions, shared_data, tmp_path):
+    pretrain, finetune, evaluate = tmp_path / "pretrain", tmp_path / "finetune", tmp_path / "evaluate"
+    assert main(["experiment=cs224n_a5_pretrain", f"model.attention={attention}", "trainer.max_steps=3",
+                 "trainer.checkpoint_every=0", f"output_dir={pretrain}", *A5_SMALL]) == 0
+    spec = load_checkpoint(pretrain)["model_spec"]
+    assert spec["attention"] == attention and spec["vocab_size"] == 256
+    assert main(["experiment=cs224n_a5_finetune", f"init_from={pretrain}", "trainer.max_steps=2",
+                 f"data.evaluate={dev_questions}", f"output_dir={finetune}", *A5_SMALL]) == 0
+    predictions = (finetune / "predictions.txt").read_text(encoding="utf-8").split("\n")
+    assert len(predictions) == 25 and predictions[-1] == ""
+    test_inputs = shared_data / "cs224n_a5" / "birth_test_inputs.tsv"
+    outputs = tmp_path / "test.predictions"
+    assert main(["experiment=cs224n_a5_finetune", "stage=evaluate", f"init_from={finetune}",
+                 f"data.evaluate={test_inputs}", f"data.predictions={outputs}", f"output_dir={evaluate}",
+                 "trainer.micro_batch_size=64", *QUIET]) == 0
+    assert len(outputs.read_text(encoding="utf-8").splitlines()) == 437
+
+
+def test_a5_finetune_without_pretraining_reports_accuracy(dev_questions, tmp_path, caplog):
+    caplog.set_level("INFO")
+    assert main(["experiment=cs224n_a5_finetune", "trainer.max_steps=1", f"data.evaluate={dev_questions}",
+                 f"output_dir={tmp_path}", *A5_SMALL]) == 0
+    assert any(message.startswith("Correct: ") and "out of 24" in message for message in caplog.messages)
+
+
+def test_a5_finetune_refuses_a_checkpoint_with_another_vocabulary(gpt_lm_run, tmp_path, capsys):
+    assert main(["experiment=cs224n_a5_finetune", f"init_from={gpt_lm_run}", f"output_dir={tmp_path}",
+                 *A5_SMALL]) == 2
+    assert "fine-tune with the pretraining corpus" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lm_weight", [0.5, 0.0])
+def test_yelp_classification_finetunes_a_pretrained_gpt(gpt_lm_run, sample_vocab, lm_weight, tmp_path):
+    assert main(["stage=finetune", "data=yelp_sentiment", f"data.vocab={sample_vocab}", f"init_from={gpt_lm_run}",
+                 "data.train_per_label=8", "data.eval_per_label=8", "data.max_length=32",
+                 f"data.lm_weight={lm_weight}", "optimizer=adamw", "optimizer.lr=1e-3", "schedule=constant",
+                 "trainer.max_steps=2", "trainer.global_batch_size=8", "trainer.micro_batch_size=8",
+                 f"output_dir={tmp_path}", *QUIET]) == 0
+    (validation,) = metrics(tmp_path, "validation")
+    assert 0.0 <= validation["metrics"]["accuracy"] <= 1.0
+    state = load_checkpoint(tmp_path)
+    assert state["model_spec"]["name"] == "gpt_classifier"
+    assert state["model"]["backbone.tok_emb.weight"].shape[0] == 1100 + 3  # sample vocabulary + GPT-1's specials

@@ -1,0 +1,52 @@
+"""Batches of in-memory row sets (character corpora, QA pairs, classification examples) on the shared plan.
+
+A :class:`RowSet` is ``size`` items and ``rows(item, epoch) -> row``; :class:`RowBatches` serves them following a
+:class:`~c4prep.training.data.batches.BatchPlan` (per-(seed, epoch) permutation, sliced over ranks, micro-batches
+and loader workers), so these stages get the same determinism and O(1) resume as the token shards.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..objectives.decoder_rows import pack_padded_rows
+from .batches import BatchPlan, MicroBatchStream, collate_rows, rank_micro_batches
+
+
+@dataclass(frozen=True)
+class RowSet:
+    """``size`` items built on demand by the picklable ``rows(item, epoch)``; ``fingerprint`` names the data."""
+
+    rows: Callable[[int, int], dict[str, np.ndarray]]
+    size: int
+    fingerprint: str
+
+
+class RowBatches(MicroBatchStream):
+    """This rank's micro-batches of ``row_set`` following ``plan``; with ``pack_length`` the padded decoder rows of a
+    micro-batch are re-packed without their padding (:func:`pack_padded_rows`: fewer, fuller rows)."""
+
+    def __init__(self, row_set: RowSet, plan: BatchPlan, rank: int, start_step: int = 0,
+                 num_steps: int | None = None, pack_length: int | None = None) -> None:
+        key = f"{row_set.fingerprint}\t{plan.seed}\t{plan.global_batch_size}\t{plan.drop_last}"
+        super().__init__(plan.grad_accum, plan.world_size, rank, hashlib.sha256(key.encode()).hexdigest(),
+                         start_step, num_steps)
+        self.row_set, self.plan, self.pack_length = row_set, plan, pack_length
+
+    def micro_batch(self, step: int, micro: int) -> dict[str, torch.Tensor]:
+        epoch = self.plan.epoch_of(step)
+        items = self.plan.micro_batch_samples(step, self.rank, micro)
+        rows = [self.row_set.rows(int(item), epoch) for item in items]
+        return collate_rows(pack_padded_rows(rows, self.pack_length) if self.pack_length else rows)
+
+
+def row_set_eval_batches(row_set: RowSet, rank: int, world_size: int,
+                         micro_batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+    """Unshuffled evaluation micro-batches of every item (epoch 0), padded with ``row_mask`` like
+    :func:`~c4prep.training.data.batches.rank_micro_batches`."""
+    return rank_micro_batches(row_set.size, rank, world_size, micro_batch_size,
+                              lambda items: [row_set.rows(int(item), 0) for item in items])

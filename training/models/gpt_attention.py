@@ -1,0 +1,88 @@
+"""Self-attention layers of the decoder-only GPT: causal dot-product and the CS224N A5 synthesizer.
+
+Both take ``(x, mask)`` where ``mask`` is None (plain causal attention over positions ``0..T-1``) or a bool
+``[B, 1, T, T]`` "may attend" matrix from :func:`attention_mask` (packed segments, prefix-LM). The synthesizer also
+takes the per-token ``positions`` that index its learned score columns.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def attention_mask(length: int, segment_ids: Tensor | None = None, prefix_mask: Tensor | None = None,
+                   device: torch.device | None = None) -> Tensor | None:
+    """Bool ``[B, 1, T, T]``: query ``i`` may see key ``j`` if ``j <= i``, or both lie in the prefix
+    (``prefix_mask`` [B, T], the T5 paper's Figure 3 prefix LM), and both are in the same segment (``segment_ids``
+    [B, T] of packed rows). None when neither is given: plain causal attention."""
+    if segment_ids is None and prefix_mask is None:
+        return None
+    allowed = torch.ones(length, length, dtype=torch.bool, device=device).tril()[None]
+    if prefix_mask is not None:
+        prefix = prefix_mask.bool()
+        allowed = allowed | (prefix[:, :, None] & prefix[:, None, :])
+    if segment_ids is not None:
+        allowed = allowed & (segment_ids[:, :, None] == segment_ids[:, None, :])
+    return allowed[:, None]
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head scaled dot-product attention (fused ``scaled_dot_product_attention``), causal by default."""
+
+    def __init__(self, n_embd: int, n_head: int, dropout: float, bias: bool = True) -> None:
+        super().__init__()
+        if n_embd % n_head:
+            raise ValueError(f"n_embd {n_embd} is not divisible by n_head {n_head}")
+        self.n_head, self.dropout = n_head, dropout
+        self.qkv = nn.Linear(n_embd, 3 * n_embd, bias=bias)
+        self.proj = nn.Linear(n_embd, n_embd, bias=bias)
+        self.resid_drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+        B, T, C = x.shape
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                   for t in self.qkv(x).split(C, dim=2))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.resid_drop(self.proj(y.transpose(1, 2).reshape(B, T, C)))
+
+
+class SynthesizerAttention(nn.Module):
+    """Dense synthesizer attention as CS224N A5 specifies it (handout eq. 11, the starter's parameters).
+
+    Head ``i`` scores ``ReLU(x A_i + b_1) B + b_2`` for every key position, with no query-key interaction and no
+    1/sqrt(d) scaling; ``B`` [d/h, max_length] and ``b_2`` [max_length] are shared by all heads (the starter's
+    ``w2``/``b2``), so sequences are at most ``max_length`` long (``block_size - 1`` = 127 in A5). Causal masking,
+    softmax and per-head values ``x V_i`` then work as in dot-product attention.
+    """
+
+    def __init__(self, n_embd: int, n_head: int, max_length: int, dropout: float) -> None:
+        super().__init__()
+        if n_embd % n_head:
+            raise ValueError(f"n_embd {n_embd} is not divisible by n_head {n_head}")
+        self.n_head, self.max_length = n_head, max_length
+        self.w1 = nn.Linear(n_embd, n_embd)
+        self.w2 = nn.Parameter(torch.empty(n_embd // n_head, max_length).uniform_(-0.001, 0.001))
+        self.b2 = nn.Parameter(torch.zeros(max_length))
+        self.value = nn.Linear(n_embd, n_embd)
+        self.proj = nn.Linear(n_embd, n_embd)
+        self.attn_drop = nn.Dropout(dropout)
+        self.resid_drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+        B, T, C = x.shape
+        if T > self.max_length:
+            raise ValueError(f"synthesizer attention takes at most {self.max_length} positions, got {T}")
+        hidden = F.relu(self.w1(x)).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        if positions is None:
+            scores = hidden @ self.w2[:, :T] + self.b2[:T]  # [B, h, T, T]
+        else:  # packed rows: key j's column is its position within its segment
+            scores = torch.einsum("bhid,bdj->bhij", hidden, self.w2[:, positions].transpose(0, 1)) \
+                + self.b2[positions][:, None, None, :]
+        if mask is None:
+            mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        attention = self.attn_drop(scores.masked_fill(~mask, float("-inf")).softmax(dim=-1))
+        values = self.value(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        y = (attention @ values).transpose(1, 2).reshape(B, T, C)
+        return self.resid_drop(self.proj(y))

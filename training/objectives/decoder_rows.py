@@ -1,0 +1,115 @@
+"""Decoder-only rows: (inputs, targets) examples laid out as one sequence for a GPT.
+
+An example becomes ``sequence = inputs + targets``; the model reads ``sequence[:-1]`` and predicts
+``sequence[1:]``, with loss only where the predicted token is a target (every token for ``lm``, whose inputs are
+empty). ``prefix_mask`` marks the input positions: the model lets them attend to each other bidirectionally (the T5
+paper's prefix LM, Figure 3). Examples are packed one after another (``segment_ids`` 1, 2, ..., ``positions``
+restarting per example, 0 on padding) into rows of ``inputs_length + targets_length - 1`` positions.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..seeding import example_rng
+from . import Objective
+
+DECODER_FEATURES = ("input_tokens", "target_tokens", "loss_weights", "segment_ids", "positions", "prefix_mask")
+
+
+def decoder_row_length(inputs_length: int, targets_length: int) -> int:
+    """Model positions of a row holding up to ``inputs_length`` input and ``targets_length`` target tokens."""
+    return inputs_length + targets_length - 1
+
+
+def pack_decoder_row(examples: Sequence[tuple[np.ndarray, np.ndarray]], length: int) -> dict[str, np.ndarray]:
+    """One row of ``length`` positions from ``examples`` (the module doc's layout); ``ValueError`` if they do not
+    fit together."""
+    if not examples:
+        raise ValueError("a row needs at least one example")
+    row = {name: np.zeros(length, dtype=np.int32) for name in DECODER_FEATURES}
+    offset = 0
+    for number, (inputs, targets) in enumerate(examples, start=1):
+        sequence = np.concatenate([np.asarray(inputs), np.asarray(targets)])
+        n = len(sequence) - 1
+        if n < 1:
+            continue  # a 1-token example predicts nothing
+        if offset + n > length:
+            raise ValueError(f"examples need more than the row's {length} positions: pack fewer per row")
+        span = slice(offset, offset + n)
+        row["input_tokens"][span] = sequence[:-1]
+        row["target_tokens"][span] = sequence[1:]
+        row["loss_weights"][span] = np.arange(1, n + 1) >= len(inputs)
+        row["segment_ids"][span] = number
+        row["positions"][span] = np.arange(n)
+        row["prefix_mask"][span] = np.arange(n) < len(inputs)
+        offset += n
+    return row
+
+
+@dataclass(frozen=True)
+class DecoderRowBuilder:
+    """Picklable ``(segments, segment_ids, epoch) -> row``: ``objective`` on each segment with
+    ``example_rng(seed, epoch, segment_id)``, packed into one decoder row."""
+
+    objective: Objective
+    inputs_length: int
+    targets_length: int
+    seed: int
+
+    def __post_init__(self) -> None:
+        if self.inputs_length < 0 or self.targets_length < 1 or self.length < 1:
+            raise ValueError(f"bad row lengths {self.inputs_length}/{self.targets_length}: need inputs >= 0, "
+                             "targets >= 1 and at least one position")
+
+    @property
+    def length(self) -> int:
+        return decoder_row_length(self.inputs_length, self.targets_length)
+
+    def __call__(self, segments: Sequence[np.ndarray], segment_ids: Sequence[int],
+                 epoch: int) -> dict[str, np.ndarray]:
+        examples = [self.objective(np.asarray(segment), example_rng(self.seed, epoch, segment_id))
+                    for segment, segment_id in zip(segments, segment_ids)]
+        return pack_decoder_row(examples, self.length)
+
+
+def pack_padded_rows(rows: Sequence[dict[str, np.ndarray]], length: int) -> list[dict[str, np.ndarray]]:
+    """Re-pack fixed-length decoder rows without their padding: each row's used part (up to its last weighted
+    target) goes, largest first, into the first of the new ``length``-position rows with room (first-fit
+    decreasing), with ``segment_ids`` and restarting ``positions``. Causal attention within a segment makes this
+    compute the same losses as the padded rows on fewer positions; rows with no weighted target are dropped."""
+    parts = []
+    for row in rows:
+        weighted = np.flatnonzero(row["loss_weights"])
+        if len(weighted):
+            parts.append({name: row[name][:weighted[-1] + 1] for name in ("input_tokens", "target_tokens",
+                                                                          "loss_weights")})
+    if any(len(part["input_tokens"]) > length for part in parts):
+        raise ValueError(f"a row uses more than {length} positions: raise the packed row length")
+    bins: list[list[dict[str, np.ndarray]]] = []
+    room: list[int] = []
+    for part in sorted(parts, key=lambda p: -len(p["input_tokens"])):  # stable: ties keep their order
+        size = len(part["input_tokens"])
+        slot = next((b for b, free in enumerate(room) if free >= size), None)
+        if slot is None:
+            bins.append([])
+            room.append(length)
+            slot = len(bins) - 1
+        bins[slot].append(part)
+        room[slot] -= size
+    packed = []
+    for members in bins:
+        row = {name: np.zeros(length, dtype=np.int64) for name in ("input_tokens", "target_tokens", "loss_weights",
+                                                                  "segment_ids", "positions")}
+        offset = 0
+        for number, part in enumerate(members, start=1):
+            span = slice(offset, offset + len(part["input_tokens"]))
+            for name in ("input_tokens", "target_tokens", "loss_weights"):
+                row[name][span] = part[name]
+            row["segment_ids"][span] = number
+            row["positions"][span] = np.arange(len(part["input_tokens"]))
+            offset = span.stop
+        packed.append(row)
+    return packed

@@ -1,0 +1,127 @@
+"""CS224N A5 birth-place QA (``data=cs224n_a5_birth_places``): ``stage=finetune`` and ``stage=evaluate``.
+
+Finetune trains a GPT (from ``init_from``, or from scratch for the handout's "no pretraining" run) on
+``question⁇place⁇`` rows; both stages then answer every question of ``data.evaluate`` by greedy decoding
+(``data.max_new_chars`` characters after ``question⁇``, the prediction is the text up to the next ⁇), write the
+predictions one per line to ``data.predictions`` and report exact-match accuracy when the file has gold places.
+The vocabulary is always the pretraining corpus's (``data.corpus``), as in the starter.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from ..checkpoint import CheckpointError, load_checkpoint
+from ..config import TrainConfigError, section
+from ..data.birth_places import (
+    BirthPlaceRows,
+    BirthPlacesError,
+    prediction_from_completion,
+    prompt_ids,
+    read_birth_places,
+    score_places,
+    write_predictions,
+)
+from ..data.char_corruption import CharCorruptionError, CharVocabError, CharVocabulary, load_char_corpus
+from ..data.row_batches import RowSet
+from ..distributed import all_gather_objects
+from ..models.gpt import GPT
+from ..tasks import DecoderTask
+from ..trainer import autocast
+from .char_corpora import fingerprint, read_text
+from .common import RunContext, model_from_checkpoint, model_from_config, start_run
+from .row_training import fit_summary, row_set_trainer
+
+log = logging.getLogger(__name__)
+
+
+def corpus_vocabulary(cfg: DictConfig) -> CharVocabulary:
+    corpus = section(cfg, "data")["corpus"]
+    read_text(corpus, "corpus")
+    try:
+        return load_char_corpus(corpus)[1]
+    except (CharCorruptionError, CharVocabError) as error:
+        raise TrainConfigError(f"{corpus}: {error}") from None
+
+
+def _read_pairs(path: str, key: str) -> list[tuple[str, str | None]]:
+    read_text(path, key)
+    try:
+        return read_birth_places(path)
+    except BirthPlacesError as error:
+        raise TrainConfigError(str(error)) from None
+
+
+def run_a5_finetune(cfg: DictConfig) -> dict[str, Any]:
+    data = section(cfg, "data")
+    ctx = start_run(cfg)
+    vocab = corpus_vocabulary(cfg)
+    pairs = _read_pairs(data["train"], "train")
+    try:
+        rows = BirthPlaceRows(tuple(pairs), vocab, int(data["block_size"]))
+    except (BirthPlacesError, CharVocabError) as error:
+        raise TrainConfigError(f"{data['train']}: {error}") from None
+    if cfg.init_from:
+        state = load_checkpoint(cfg.init_from)
+        model, spec = model_from_checkpoint(state), state["model_spec"]
+        if spec["vocab_size"] != vocab.vocab_size:
+            raise TrainConfigError(f"{cfg.init_from} has {spec['vocab_size']} ids, the vocabulary of {data['corpus']} "
+                                   f"{vocab.vocab_size}: fine-tune with the pretraining corpus")
+    else:
+        log.info("no init_from: fine-tuning a randomly initialised model (the handout's no-pretraining run)")
+        model, spec = model_from_config(cfg, vocab.vocab_size)
+    key = fingerprint(repr(pairs), block_size=int(data["block_size"]), kind="birth_places")
+    trainer = row_set_trainer(cfg, ctx, RowSet(rows, len(rows), key), None, DecoderTask(), model, spec)
+    summary = fit_summary(ctx, trainer)
+    summary["evaluation"] = answer_questions(cfg, ctx, model, vocab)
+    return summary
+
+
+def run_a5_evaluate(cfg: DictConfig) -> dict[str, Any]:
+    if not cfg.init_from:
+        raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
+    ctx = start_run(cfg)
+    state = load_checkpoint(cfg.init_from)
+    model = model_from_checkpoint(state).to(ctx.device)
+    return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]),
+            "evaluation": answer_questions(cfg, ctx, model, corpus_vocabulary(cfg))}
+
+
+@torch.no_grad()
+def answer_questions(cfg: DictConfig, ctx: RunContext, model: torch.nn.Module,
+                     vocab: CharVocabulary) -> dict[str, Any]:
+    """Greedy answers to ``data.evaluate``'s questions (this rank's share, gathered), written to
+    ``data.predictions``; accuracy when the file has gold places."""
+    data = section(cfg, "data")
+    if not data.get("evaluate"):
+        return {}
+    if not isinstance(model, GPT):
+        raise TrainConfigError("birth-place evaluation needs a GPT model")
+    pairs = _read_pairs(data["evaluate"], "evaluate")
+    mine = list(range(ctx.env.rank, len(pairs), ctx.env.world_size))
+    model.eval()
+    answers = []
+    batch = ctx.settings.micro_batch_size
+    for first in range(0, len(mine), batch):
+        prompts = [torch.from_numpy(prompt_ids(pairs[i][0], vocab)) for i in mine[first:first + batch]]
+        with autocast(ctx.device, ctx.settings.precision):
+            completions = model.generate(prompts, int(data["max_new_chars"]))
+        answers += [prediction_from_completion(vocab.decode(ids.cpu().numpy())) for ids in completions]
+    gathered = all_gather_objects(list(zip(mine, answers)), ctx.env)
+    predictions = [answer.replace("\n", " ") for _, answer in sorted(p for part in gathered for p in part)]
+    total, correct = score_places([place for _, place in pairs], predictions)
+    output = Path(data.get("predictions") or ctx.run_dir / "predictions.txt")
+    if ctx.env.is_main:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        write_predictions(output, predictions)
+        message = (f"Correct: {correct} out of {total}: {100 * correct / total:.1f}%" if total
+                   else "No gold birth places provided")
+        log.info("%s (%s); predictions in %s", message, data["evaluate"], output)
+    result: dict[str, Any] = {"file": data["evaluate"], "predictions": str(output), "questions": len(pairs)}
+    if total:
+        result.update(correct=correct, total=total, accuracy=correct / total)
+    return result
