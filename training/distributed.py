@@ -60,6 +60,17 @@ def all_gather_objects(value: object, env: DistEnv) -> list[object]:
     return gathered
 
 
+def rank_share(count: int, env: DistEnv) -> list[int]:
+    """This rank's items of ``range(count)``: those with ``item % world_size == rank``."""
+    return list(range(env.rank, count, env.world_size))
+
+
+def gather_in_item_order(items: list[int], values: list[object], env: DistEnv) -> list[object]:
+    """Every rank's ``values`` (one per item of its :func:`rank_share`), merged in item order."""
+    gathered = all_gather_objects(list(zip(items, values)), env)
+    return [value for _, value in sorted((pair for part in gathered for pair in part), key=lambda pair: pair[0])]
+
+
 def barrier(env: DistEnv) -> None:
     if env.enabled:
         dist.barrier()

@@ -28,7 +28,7 @@ from ..data.birth_places import (
 )
 from ..data.char_corruption import CharCorruptionError, CharVocabError, CharVocabulary, load_char_corpus
 from ..data.row_batches import RowSet
-from ..distributed import all_gather_objects
+from ..distributed import gather_in_item_order, rank_share
 from ..models.gpt import GPT
 from ..tasks import DecoderTask
 from ..trainer import autocast
@@ -102,7 +102,7 @@ def answer_questions(cfg: DictConfig, ctx: RunContext, model: torch.nn.Module,
     if not isinstance(model, GPT):
         raise TrainConfigError("birth-place evaluation needs a GPT model")
     pairs = _read_pairs(data["evaluate"], "evaluate")
-    mine = list(range(ctx.env.rank, len(pairs), ctx.env.world_size))
+    mine = rank_share(len(pairs), ctx.env)
     model.eval()
     answers = []
     batch = ctx.settings.micro_batch_size
@@ -111,8 +111,7 @@ def answer_questions(cfg: DictConfig, ctx: RunContext, model: torch.nn.Module,
         with autocast(ctx.device, ctx.settings.precision):
             completions = model.generate(prompts, int(data["max_new_chars"]))
         answers += [prediction_from_completion(vocab.decode(ids.cpu().numpy())) for ids in completions]
-    gathered = all_gather_objects(list(zip(mine, answers)), ctx.env)
-    predictions = [answer.replace("\n", " ") for _, answer in sorted(p for part in gathered for p in part)]
+    predictions = [answer.replace("\n", " ") for answer in gather_in_item_order(mine, answers, ctx.env)]
     total, correct = score_places([place for _, place in pairs], predictions)
     output = Path(data.get("predictions") or ctx.run_dir / "predictions.txt")
     if ctx.env.is_main:

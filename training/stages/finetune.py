@@ -25,7 +25,7 @@ from ..data.batches import collate_rows, make_loader, rank_micro_batches
 from ..data.mixture_batches import MixtureBatches, PairRows, RowSource, TokenSampleRows
 from ..data.mixtures import MixtureError, MixtureSampler, mixing_rates
 from ..data.text_to_text import TextPairsError, encode_pairs, load_text_pairs
-from ..distributed import DistEnv, all_gather_objects
+from ..distributed import DistEnv, gather_in_item_order, rank_share
 from ..metrics import exact_match
 from ..models.t5 import T5
 from ..tasks import EncDecTask
@@ -199,12 +199,11 @@ def score_task(model: nn.Module, task: TaskData, vocab: SentencePieceVocabulary,
                              ctx.settings.precision) or {}
     model.eval()
     predictions = []
-    mine = list(range(ctx.env.rank, len(rows), ctx.env.world_size))
+    mine = rank_share(len(rows), ctx.env)
     for first in range(0, len(mine), batch_size):
         inputs = collate_rows([rows[i] for i in mine[first:first + batch_size]])["encoder_input_tokens"]
         decoded = model.generate(inputs.to(ctx.device), max_length=max_length).cpu().tolist()
         predictions += [vocab.decode([t for t in ids if vocab.eos_id < t < vocab.vocab_size]) for ids in decoded]
-    gathered = all_gather_objects(list(zip(mine, predictions)), ctx.env)
-    ordered = [text for _, text in sorted(pair for part in gathered for pair in part)]
+    ordered = gather_in_item_order(mine, predictions, ctx.env)
     metrics["exact_match"] = exact_match([p.strip() for p in ordered], [t.strip() for t in task.validation_targets])
     return metrics
