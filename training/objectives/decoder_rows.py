@@ -16,37 +16,44 @@ import numpy as np
 from ..seeding import example_rng
 from . import Objective
 
-DECODER_FEATURES = ("input_tokens", "target_tokens", "loss_weights", "segment_ids", "positions", "prefix_mask")
-
 
 def decoder_row_length(inputs_length: int, targets_length: int) -> int:
     """Model positions of a row holding up to ``inputs_length`` input and ``targets_length`` target tokens."""
     return inputs_length + targets_length - 1
 
 
-def pack_decoder_row(examples: Sequence[tuple[np.ndarray, np.ndarray]], length: int) -> dict[str, np.ndarray]:
-    """One row of ``length`` positions from ``examples`` (the module doc's layout); ``ValueError`` if they do not
-    fit together."""
-    if not examples:
-        raise ValueError("a row needs at least one example")
-    row = {name: np.zeros(length, dtype=np.int32) for name in DECODER_FEATURES}
+def _lay_out(parts: Sequence[dict[str, np.ndarray]], features: Sequence[str], length: int) -> dict[str, np.ndarray]:
+    """``parts`` (each equal-length arrays of ``features``) one after another in a zero-padded row of ``length``
+    positions, with ``segment_ids`` 1, 2, ... and ``positions`` restarting per part."""
+    row = {name: np.zeros(length, dtype=np.int32) for name in (*features, "segment_ids", "positions")}
     offset = 0
-    for number, (inputs, targets) in enumerate(examples, start=1):
-        sequence = np.concatenate([np.asarray(inputs), np.asarray(targets)])
-        n = len(sequence) - 1
-        if n < 1:
-            continue  # a 1-token example predicts nothing
+    for number, part in enumerate(parts, start=1):
+        n = len(part["input_tokens"])
         if offset + n > length:
             raise ValueError(f"examples need more than the row's {length} positions: pack fewer per row")
         span = slice(offset, offset + n)
-        row["input_tokens"][span] = sequence[:-1]
-        row["target_tokens"][span] = sequence[1:]
-        row["loss_weights"][span] = np.arange(1, n + 1) >= len(inputs)
+        for name in features:
+            row[name][span] = part[name]
         row["segment_ids"][span] = number
         row["positions"][span] = np.arange(n)
-        row["prefix_mask"][span] = np.arange(n) < len(inputs)
         offset += n
     return row
+
+
+def pack_decoder_row(examples: Sequence[tuple[np.ndarray, np.ndarray]], length: int) -> dict[str, np.ndarray]:
+    """One row of ``length`` positions from ``examples`` (the module doc's layout); ``ValueError`` if they do not
+    fit together. A 1-token example predicts nothing and is left out."""
+    if not examples:
+        raise ValueError("a row needs at least one example")
+    parts = []
+    for inputs, targets in examples:
+        sequence = np.concatenate([np.asarray(inputs), np.asarray(targets)])
+        n = len(sequence) - 1
+        if n >= 1:
+            parts.append({"input_tokens": sequence[:-1], "target_tokens": sequence[1:],
+                          "loss_weights": np.arange(1, n + 1) >= len(inputs),
+                          "prefix_mask": np.arange(n) < len(inputs)})
+    return _lay_out(parts, ("input_tokens", "target_tokens", "loss_weights", "prefix_mask"), length)
 
 
 @dataclass(frozen=True)
@@ -80,12 +87,12 @@ def pack_padded_rows(rows: Sequence[dict[str, np.ndarray]], length: int) -> list
     target) goes, largest first, into the first of the new ``length``-position rows with room (first-fit
     decreasing), with ``segment_ids`` and restarting ``positions``. Causal attention within a segment makes this
     compute the same losses as the padded rows on fewer positions; rows with no weighted target are dropped."""
+    features = ("input_tokens", "target_tokens", "loss_weights")
     parts = []
     for row in rows:
         weighted = np.flatnonzero(row["loss_weights"])
         if len(weighted):
-            parts.append({name: row[name][:weighted[-1] + 1] for name in ("input_tokens", "target_tokens",
-                                                                          "loss_weights")})
+            parts.append({name: row[name][:weighted[-1] + 1] for name in features})
     if any(len(part["input_tokens"]) > length for part in parts):
         raise ValueError(f"a row uses more than {length} positions: raise the packed row length")
     bins: list[list[dict[str, np.ndarray]]] = []
@@ -99,17 +106,4 @@ def pack_padded_rows(rows: Sequence[dict[str, np.ndarray]], length: int) -> list
             slot = len(bins) - 1
         bins[slot].append(part)
         room[slot] -= size
-    packed = []
-    for members in bins:
-        row = {name: np.zeros(length, dtype=np.int64) for name in ("input_tokens", "target_tokens", "loss_weights",
-                                                                  "segment_ids", "positions")}
-        offset = 0
-        for number, part in enumerate(members, start=1):
-            span = slice(offset, offset + len(part["input_tokens"]))
-            for name in ("input_tokens", "target_tokens", "loss_weights"):
-                row[name][span] = part[name]
-            row["segment_ids"][span] = number
-            row["positions"][span] = np.arange(len(part["input_tokens"]))
-            offset = span.stop
-        packed.append(row)
-    return packed
+    return [_lay_out(members, features, length) for members in bins]
