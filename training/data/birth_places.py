@@ -26,8 +26,8 @@ def read_birth_places(path: str | Path) -> list[tuple[str, str | None]]:
     questions only (test inputs). All lines must have the same form."""
     try:
         lines = Path(path).read_text(encoding="utf-8").split("\n")
-    except FileNotFoundError:
-        raise BirthPlacesError(f"birth-place file not found: {path}") from None
+    except OSError as error:
+        raise BirthPlacesError(f"birth-place file not found or unreadable: {path} ({error.strerror})") from None
     if lines[-1] == "":
         lines.pop()
     if not lines:

@@ -126,8 +126,9 @@ def load_char_corpus(path: str | Path) -> tuple[tuple[str, ...], CharVocabulary]
     the vocabulary of its whole text, as the 2021 starter builds them (2938 documents, 256 ids for ``wiki.txt``)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CharCorruptionError(f"pretraining corpus not found: {path}; pass the path of wiki.txt") from None
+    except OSError as error:
+        raise CharCorruptionError(f"pretraining corpus not found or unreadable: {path} ({error.strerror}); pass the "
+                                  "path of wiki.txt") from None
     return tuple(text.split("\n")), CharVocabulary.from_text(text)
 
 

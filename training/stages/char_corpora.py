@@ -54,13 +54,12 @@ def char_text_corpus(cfg: DictConfig) -> CharCorpus:
 
 def char_corruption_corpus(cfg: DictConfig) -> CharCorpus:
     data = section(cfg, "data")
-    read_text(data["corpus"], "corpus")
     block_size = int(data["block_size"])
     try:
         documents, vocab = load_char_corpus(data["corpus"])
         rows = CharCorruptionRows(documents, vocab, block_size, seed=int(cfg.seed))
     except (CharCorruptionError, CharVocabError) as error:
-        raise TrainConfigError(f"{data['corpus']}: {error}") from None
+        raise TrainConfigError(f"data.corpus: {error}") from None
     key = fingerprint("\n".join(documents), block_size=block_size, seed=int(cfg.seed), kind="char_corruption")
     return CharCorpus(RowSet(rows, len(rows), key), None, vocab.vocab_size)
 

@@ -32,7 +32,7 @@ from ..distributed import gather_in_item_order, rank_share
 from ..models.gpt import GPT
 from ..tasks import DecoderTask
 from ..trainer import autocast
-from .char_corpora import fingerprint, read_text
+from .char_corpora import fingerprint
 from .common import RunContext, model_from_checkpoint, model_from_config, start_run
 from .row_training import fit_summary, row_set_trainer
 
@@ -40,20 +40,17 @@ log = logging.getLogger(__name__)
 
 
 def corpus_vocabulary(cfg: DictConfig) -> CharVocabulary:
-    corpus = section(cfg, "data")["corpus"]
-    read_text(corpus, "corpus")
     try:
-        return load_char_corpus(corpus)[1]
+        return load_char_corpus(section(cfg, "data")["corpus"])[1]
     except (CharCorruptionError, CharVocabError) as error:
-        raise TrainConfigError(f"{corpus}: {error}") from None
+        raise TrainConfigError(f"data.corpus: {error}") from None
 
 
 def _read_pairs(path: str, key: str) -> list[tuple[str, str | None]]:
-    read_text(path, key)
     try:
         return read_birth_places(path)
     except BirthPlacesError as error:
-        raise TrainConfigError(str(error)) from None
+        raise TrainConfigError(f"data.{key}: {error}") from None
 
 
 def run_a5_finetune(cfg: DictConfig) -> dict[str, Any]:
