@@ -12,6 +12,13 @@ ENCDEC_MODEL_INPUTS = ("encoder_input_tokens", "decoder_input_tokens", "encoder_
                        "decoder_segment_ids", "encoder_positions", "decoder_positions")
 
 
+def token_eval_sums(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Summable validation statistics of token predictions: loss sum, target count, correct argmax count."""
+    loss_sum, count = token_cross_entropy(logits, targets, weights)
+    correct = ((logits.argmax(-1) == targets) * weights).sum()
+    return {"loss_sum": loss_sum, "targets": count, "token_accuracy": correct}
+
+
 @dataclass(frozen=True)
 class EncDecTask:
     """Encoder-decoder text-to-text batches (seqio feature names): token cross-entropy on the targets."""
@@ -31,10 +38,7 @@ class EncDecTask:
 
     def eval_sums(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         logits = model(**{k: batch[k] for k in ENCDEC_MODEL_INPUTS if k in batch})
-        weights = batch["decoder_loss_weights"]
-        loss_sum, targets = token_cross_entropy(logits, batch["decoder_target_tokens"], weights)
-        correct = ((logits.argmax(-1) == batch["decoder_target_tokens"]) * weights).sum()
-        return {"loss_sum": loss_sum, "targets": targets, "token_accuracy": correct}
+        return token_eval_sums(logits, batch["decoder_target_tokens"], batch["decoder_loss_weights"])
 
 
 def _decoder_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -62,11 +66,7 @@ class DecoderTask:
         return batch["input_tokens"].numel()
 
     def eval_sums(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        logits = model(**_decoder_inputs(batch))
-        weights = batch["loss_weights"]
-        loss_sum, targets = token_cross_entropy(logits, batch["target_tokens"], weights)
-        correct = ((logits.argmax(-1) == batch["target_tokens"]) * weights).sum()
-        return {"loss_sum": loss_sum, "targets": targets, "token_accuracy": correct}
+        return token_eval_sums(model(**_decoder_inputs(batch)), batch["target_tokens"], batch["loss_weights"])
 
 
 @dataclass(frozen=True)
