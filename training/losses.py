@@ -13,13 +13,17 @@ def token_cross_entropy(logits: Tensor, targets: Tensor, weights: Tensor,
     z-loss, 1e-4 in T5 pretraining). Works in fp32 even under bf16 autocast. Targets with weight 0 must still be
     valid ids (seqio pads them with 0).
     """
+    weights = weights.float()
+    return (token_losses(logits, targets, z_loss) * weights).sum(), weights.sum()
+
+
+def token_losses(logits: Tensor, targets: Tensor, z_loss: float = 0.0) -> Tensor:
+    """Per-token fp32 losses [...] (see :func:`token_cross_entropy`), even under bf16 autocast."""
     with torch.autocast(device_type=logits.device.type, enabled=False):
         logits = logits.float()
         log_z = torch.logsumexp(logits, dim=-1)
         target_logits = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        losses = log_z - target_logits + z_loss * log_z.square()
-        weights = weights.float()
-        return (losses * weights).sum(), weights.sum()
+        return log_z - target_logits + z_loss * log_z.square()
 
 
 def mean_token_loss(logits: Tensor, targets: Tensor, weights: Tensor, z_loss: float = 0.0) -> Tensor:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .losses import mean_token_loss, token_cross_entropy
+from .losses import token_cross_entropy, token_losses
 
 ENCDEC_MODEL_INPUTS = ("encoder_input_tokens", "decoder_input_tokens", "encoder_segment_ids",
                        "decoder_segment_ids", "encoder_positions", "decoder_positions")
@@ -82,8 +82,9 @@ class ClassificationTask:
         classifier = torch.nn.functional.cross_entropy(class_logits.float(), batch["label"], reduction="none")
         if not self.lm_weight:
             return classifier, class_logits
-        lm = torch.stack([mean_token_loss(logits, targets, weights) for logits, targets, weights
-                          in zip(lm_logits, batch["target_tokens"], batch["lm_weights"])])
+        weights = batch["lm_weights"].float()
+        lm_sums = (token_losses(lm_logits, batch["target_tokens"]) * weights).sum(dim=(1, 2))
+        lm = lm_sums / weights.sum(dim=(1, 2)).clamp(min=torch.finfo(torch.float32).tiny)  # mean per example
         return classifier + self.lm_weight * lm, class_logits
 
     def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
