@@ -9,12 +9,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..objectives.decoder_rows import pack_padded_rows
 from .batches import BatchPlan, MicroBatchStream, collate_rows, rank_micro_batches
+
+
+def content_fingerprint(text: str, **settings: Any) -> str:
+    """A :class:`RowSet` fingerprint: the data's text and the settings its rows depend on."""
+    return hashlib.sha256((repr(sorted(settings.items())) + "\n" + text).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -5,18 +5,16 @@
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig
 
 from ..config import TrainConfigError, section
 from ..data.char_corruption import CharCorruptionError, CharCorruptionRows, CharVocabError, load_char_corpus
 from ..data.char_text import CharTextError, char_text_splits
-from ..data.row_batches import RowSet
+from ..data.row_batches import RowSet, content_fingerprint
 
 
 @dataclass(frozen=True)
@@ -34,11 +32,6 @@ def read_text(path: str, key: str) -> str:
         raise TrainConfigError(f"data.{key}={path} is not a readable file; set data.{key}=<path>") from None
 
 
-def fingerprint(text: str, **settings: Any) -> str:
-    """Names a corpus and the settings its rows depend on."""
-    return hashlib.sha256((repr(sorted(settings.items())) + "\n" + text).encode()).hexdigest()
-
-
 def char_text_corpus(cfg: DictConfig) -> CharCorpus:
     data = section(cfg, "data")
     text = read_text(data["text"], "text")
@@ -47,7 +40,7 @@ def char_text_corpus(cfg: DictConfig) -> CharCorpus:
         train, validation, vocab = char_text_splits(text, block_size, fraction)
     except (CharTextError, CharVocabError) as error:
         raise TrainConfigError(f"{data['text']}: {error}") from None
-    key = fingerprint(text, block_size=block_size, validation_fraction=fraction)
+    key = content_fingerprint(text, block_size=block_size, validation_fraction=fraction)
     return CharCorpus(RowSet(train, len(train), key),
                       RowSet(validation, len(validation), key) if validation is not None else None, vocab.vocab_size)
 
@@ -60,7 +53,7 @@ def char_corruption_corpus(cfg: DictConfig) -> CharCorpus:
         rows = CharCorruptionRows(documents, vocab, block_size, seed=int(cfg.seed))
     except (CharCorruptionError, CharVocabError) as error:
         raise TrainConfigError(f"data.corpus: {error}") from None
-    key = fingerprint("\n".join(documents), block_size=block_size, seed=int(cfg.seed), kind="char_corruption")
+    key = content_fingerprint("\n".join(documents), block_size=block_size, seed=int(cfg.seed), kind="char_corruption")
     return CharCorpus(RowSet(rows, len(rows), key), None, vocab.vocab_size)
 
 

@@ -16,13 +16,12 @@ from omegaconf import DictConfig
 from ..checkpoint import load_checkpoint
 from ..config import TrainConfigError, section
 from ..data.gpt_tasks import FinetuneDataError, FinetuneExample, FinetuneRows, SpecialTokens, classification_sequences
-from ..data.row_batches import RowSet
+from ..data.row_batches import RowSet, content_fingerprint
 from ..data.yelp import balanced_sample, read_yelp
 from ..models import build_model
 from ..models.gpt import GPT
 from ..models.gpt_classifier import GPTClassifier
 from ..tasks import ClassificationTask
-from .char_corpora import fingerprint
 from .common import model_from_checkpoint, start_run
 from .finetune import load_vocabulary
 from .row_training import fit_summary, row_set_trainer
@@ -73,7 +72,7 @@ def run_classification(cfg: DictConfig) -> dict[str, Any]:
     except FinetuneDataError as error:
         raise TrainConfigError(f"data.folder={data['folder']}: {error}") from None
     model, spec = classifier_model(cfg, special.size, num_classes=2)
-    key = fingerprint(repr(train), max_length=max_length, vocab_size=special.size)
+    key = content_fingerprint(repr(train), max_length=max_length, vocab_size=special.size)
     trainer = row_set_trainer(cfg, ctx, RowSet(train_rows, len(train_rows), key),
                               RowSet(eval_rows, len(eval_rows), key + "-eval"),
                               ClassificationTask(lm_weight=float(data["lm_weight"])), model, spec)

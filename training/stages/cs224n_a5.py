@@ -27,12 +27,11 @@ from ..data.birth_places import (
     write_predictions,
 )
 from ..data.char_corruption import CharCorruptionError, CharVocabError, CharVocabulary, load_char_corpus
-from ..data.row_batches import RowSet
+from ..data.row_batches import RowSet, content_fingerprint
 from ..distributed import gather_in_item_order, rank_share
 from ..models.gpt import GPT
 from ..tasks import DecoderTask
 from ..trainer import autocast
-from .char_corpora import fingerprint
 from .common import RunContext, model_from_checkpoint, model_from_config, start_run
 from .row_training import fit_summary, row_set_trainer
 
@@ -71,7 +70,7 @@ def run_a5_finetune(cfg: DictConfig) -> dict[str, Any]:
     else:
         log.info("no init_from: fine-tuning a randomly initialised model (the handout's no-pretraining run)")
         model, spec = model_from_config(cfg, vocab.vocab_size)
-    key = fingerprint(repr(pairs), block_size=int(data["block_size"]), kind="birth_places")
+    key = content_fingerprint(repr(pairs), block_size=int(data["block_size"]), kind="birth_places")
     trainer = row_set_trainer(cfg, ctx, RowSet(rows, len(rows), key), None, DecoderTask(), model, spec)
     summary = fit_summary(ctx, trainer)
     summary["evaluation"] = answer_questions(cfg, ctx, model, vocab)
