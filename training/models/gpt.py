@@ -1,6 +1,7 @@
-"""Decoder-only Transformer (GPT-1 / minGPT / nanoGPT): token + learned position embeddings, GELU MLPs, N(0, 0.02)
-init, pre-LN (minGPT, ``norm="pre"``) or post-LN (GPT-1, ``norm="post"``) blocks, and a pluggable attention
-(``attention="causal"`` dot-product or ``"synthesizer"``, CS224N A5).
+"""Decoder-only Transformer (GPT-1 / minGPT / nanoGPT / GPT-2): token + learned position embeddings, GELU MLPs
+(exact, or GPT-2's tanh approximation), N(0, 0.02) init, pre-LN (minGPT, ``norm="pre"``) or post-LN (GPT-1,
+``norm="post"``) blocks, and a pluggable attention (``attention="causal"`` dot-product or ``"synthesizer"``, CS224N A5).
+:mod:`.gpt_hf` loads a local Hugging Face GPT-2 checkpoint into this model.
 
 Inputs are ``input_tokens`` [B, T] plus, optionally, seqio-style packing (``segment_ids``, ``positions``) and a
 ``prefix_mask`` that makes the prefix attend bidirectionally (the T5 paper's prefix LM, Figure 3).
@@ -30,13 +31,15 @@ class GPTConfig:
     tie_embeddings: bool = True      # LM head shares the token embedding (GPT-1, nanoGPT); A5 does not
     position_init: str = "normal"    # normal N(0, 0.02) | zeros (minGPT's pos_emb)
     bias: bool = True                # biases in linear layers and layer norms
+    activation: str = "gelu"         # gelu (exact erf) | gelu_tanh (GPT-2's tanh approximation, HF "gelu_new")
+    layer_norm_eps: float = 1e-5
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         choices = {"norm": ("pre", "post"), "attention": ("causal", "synthesizer"),
-                   "position_init": ("normal", "zeros")}
+                   "position_init": ("normal", "zeros"), "activation": ("gelu", "gelu_tanh")}
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name} must be one of {', '.join(valid)}, got {getattr(self, name)!r}")
@@ -44,6 +47,8 @@ class GPTConfig:
             raise ValueError(f"n_embd {self.n_embd} is not divisible by n_head {self.n_head}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.layer_norm_eps <= 0:
+            raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
 
 
 GPT_SIZES: dict[str, dict[str, Any]] = {
@@ -71,9 +76,10 @@ class MLP(nn.Module):
         self.fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.drop = nn.Dropout(config.dropout)
+        self.gelu_approximate = "tanh" if config.activation == "gelu_tanh" else "none"
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.drop(self.proj(F.gelu(self.fc(x))))
+        return self.drop(self.proj(F.gelu(self.fc(x), approximate=self.gelu_approximate)))
 
 
 class Block(nn.Module):
@@ -82,8 +88,8 @@ class Block(nn.Module):
     def __init__(self, config: GPTConfig) -> None:
         super().__init__()
         self.pre_norm = config.norm == "pre"
-        self.ln1 = nn.LayerNorm(config.n_embd, bias=config.bias)
-        self.ln2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.ln1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
+        self.ln2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
         if config.attention == "synthesizer":
             self.attn: nn.Module = SynthesizerAttention(config.n_embd, config.n_head, config.block_size - 1,
                                                         config.dropout)
@@ -108,7 +114,8 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
         # pre-LN needs a final norm; post-LN blocks already end with one (GPT-1 has none)
-        self.ln_f = nn.LayerNorm(config.n_embd, bias=config.bias) if config.norm == "pre" else nn.Identity()
+        self.ln_f = (nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps, bias=config.bias)
+                     if config.norm == "pre" else nn.Identity())
         self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.head.weight = self.tok_emb.weight
