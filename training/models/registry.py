@@ -1,11 +1,12 @@
-"""Models by config name: ``model: {name: t5, size: t5_small, dropout_rate: 0.1}`` (or ``name: gpt``) -> a module."""
+"""Models by config name (``model: {name: t5, size: t5_small}``; also ``gpt``, ``adavae``) -> a module."""
 from __future__ import annotations
 
 from typing import Any
 
 from torch import nn
 
-from .gpt import GPT, gpt_config
+from .adavae import AdaVAE, AdaVAEConfig
+from .gpt import GPT, GPTConfig, gpt_config
 from .gpt_classifier import GPTClassifier
 from .t5 import T5, t5_config
 
@@ -23,7 +24,12 @@ def _gpt_classifier(vocab_size: int, num_classes: int, reduce: str = "sum", clas
     return GPTClassifier(GPT(gpt_config(size, vocab_size, **overrides)), num_classes, reduce, classifier_dropout)
 
 
-MODELS = {"t5": _t5, "gpt": _gpt, "gpt_classifier": _gpt_classifier}
+def _adavae(vocab_size: int, backbone: dict[str, Any], **settings: Any) -> nn.Module:
+    """``backbone``: the GPTConfig fields of the pretrained GPT the VAE wraps (its weights come from a checkpoint)."""
+    return AdaVAE(GPT(GPTConfig(vocab_size=vocab_size, **backbone)), AdaVAEConfig(**settings))
+
+
+MODELS = {"t5": _t5, "gpt": _gpt, "gpt_classifier": _gpt_classifier, "adavae": _adavae}
 
 
 def build_model(name: str, vocab_size: int, **settings: Any) -> nn.Module:

@@ -1,0 +1,247 @@
+"""AdaVAE (Tu et al. 2022): a VAE whose encoder and decoder are the same frozen GPT, tuned through adapters or
+prefixes, with Latent Attention pooling and PSA/AtM/embedding injection of z (see ``latent.py``).
+
+- Encoder: the backbone's first ``encoder_layers`` blocks without the causal mask (keys limited to real tokens), its
+  own adapters/prefix, then the backbone's final layer norm; pooled into q(z|x).
+- Decoder: the whole causal backbone with its own adapters/prefix; z enters as extra attention slots and/or an
+  embedding offset. The backbone weights are shared by both sides and frozen (``peft="full"`` trains them).
+- Training phases (``set_phase``): 1 = the latent side + encoder-side tuning; 2 = the decoder side joins.
+
+Adapters sit in each block as in He et al. 2022 (``adapter_placement``); ``double_adapter_bug`` reproduces the
+released AdaVAE code, which applies the same parallel-FFN adapter twice per block (parity ablation only).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .adapters import ADAPTER_PLACEMENTS, Adapter, Prefix
+from .gpt import GPT, Block, _next_token
+from .latent import GaussianPosterior, LatentInjection
+
+PEFT_METHODS = ("adapters", "prefix", "full")
+
+Slots = list[tuple[Tensor, Tensor]]
+
+
+@dataclass(frozen=True)
+class AdaVAEConfig:
+    latent_size: int = 32
+    encoder_layers: int | None = None        # None: ceil(2L/3) (8 of GPT-2's 12)
+    peft: str = "adapters"                   # adapters | prefix | full (everything trainable in phase 2)
+    adapter_size: int = 32
+    adapter_placement: str = "parallel_ffn"
+    adapter_init: str = "bert"
+    adapter_scale: float = 1.0
+    learnable_adapter_scale: bool = False
+    prefix_length: int = 25
+    prefix_hidden: int = 30
+    pooling: str = "latent_attention"        # latent_attention | lg
+    attention_temperature: str | float = "sqrt_d"
+    attention_relu: bool = True
+    injection: tuple[str, ...] = ("psa",)    # any of psa, atm, embedding
+    train_layer_norms: bool = True           # upstream unfreezes the (shared) layer norms with the adapters
+    double_adapter_bug: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "injection", tuple(self.injection))
+        if self.peft not in PEFT_METHODS:
+            raise ValueError(f"peft must be one of {', '.join(PEFT_METHODS)}, got {self.peft!r}")
+        if self.adapter_placement not in ADAPTER_PLACEMENTS:
+            raise ValueError(f"adapter_placement must be one of {', '.join(ADAPTER_PLACEMENTS)}, "
+                             f"got {self.adapter_placement!r}")
+        if self.double_adapter_bug and (self.peft, self.adapter_placement) != ("adapters", "parallel_ffn"):
+            raise ValueError("double_adapter_bug reproduces the released parallel_ffn adapter block: it needs "
+                             "peft=adapters and adapter_placement=parallel_ffn")
+
+
+def _attend(block: Block, x: Tensor, allowed: Tensor, slots: Slots) -> Tensor:
+    """``block``'s self-attention of ``x`` with extra key/value ``slots`` prepended; ``allowed`` is the bool
+    ``[B, 1, T or 1, S + T]`` may-attend mask over slots and tokens."""
+    attn = block.attn
+    B, T, C = x.shape
+    q, k, v = (t.view(B, T, attn.n_head, C // attn.n_head).transpose(1, 2) for t in attn.qkv(x).split(C, dim=2))
+    if slots:
+        k = torch.cat([key for key, _ in slots] + [k], dim=2)
+        v = torch.cat([value for _, value in slots] + [v], dim=2)
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed,
+                                       dropout_p=attn.dropout if attn.training else 0.0)
+    return attn.resid_drop(attn.proj(y.transpose(1, 2).reshape(B, T, C)))
+
+
+class AdaVAE(nn.Module):
+    def __init__(self, backbone: GPT, config: AdaVAEConfig) -> None:
+        super().__init__()
+        gpt = backbone.config
+        if gpt.norm != "pre" or gpt.attention != "causal":
+            raise ValueError("AdaVAE needs a pre-LN GPT backbone with dot-product attention "
+                             f"(got norm={gpt.norm}, attention={gpt.attention})")
+        self.encoder_layers = config.encoder_layers or math.ceil(2 * gpt.n_layer / 3)
+        if not 1 <= self.encoder_layers <= gpt.n_layer:
+            raise ValueError(f"encoder_layers must be in 1..{gpt.n_layer}, got {config.encoder_layers}")
+        self.config, self.backbone = config, backbone
+        d, layers = gpt.n_embd, gpt.n_layer
+
+        def adapters(count: int) -> nn.ModuleList | None:
+            if config.peft != "adapters":
+                return None
+            return nn.ModuleList(Adapter(d, config.adapter_size, config.adapter_init, config.adapter_scale,
+                                         config.learnable_adapter_scale) for _ in range(count))
+
+        def prefix(count: int) -> Prefix | None:
+            if config.peft != "prefix":
+                return None
+            return Prefix(count, d, gpt.n_head, config.prefix_length, config.prefix_hidden, gpt.dropout)
+
+        self.encoder_adapters, self.decoder_adapters = adapters(self.encoder_layers), adapters(layers)
+        self.encoder_prefix, self.decoder_prefix = prefix(self.encoder_layers), prefix(layers)
+        self.posterior = GaussianPosterior(d, config.latent_size, config.pooling, config.attention_temperature,
+                                           config.attention_relu)
+        self.injection = LatentInjection(config.latent_size, d, layers, gpt.n_head, config.injection)
+        self.set_phase(2)
+
+    # ------------------------------------------------------------------------------------------ blocks
+    def _block(self, index: int, x: Tensor, allowed: Tensor, slots: Slots, adapter: Adapter | None) -> Tensor:
+        block = self.backbone.blocks[index]
+        attended = _attend(block, block.ln1(x), allowed, slots)
+        placement = self.config.adapter_placement
+        if adapter is None:
+            x = x + attended
+            return x + block.mlp(block.ln2(x))
+        if self.config.double_adapter_bug:  # released code: A(h) on the block input, then A again beside the FFN
+            x = x + adapter(x) + attended
+            return x + adapter(x) + block.mlp(block.ln2(x))
+        if placement == "sequential_attn":
+            attended = attended + adapter(attended)
+        x = x + attended + (adapter(x) if placement == "parallel_attn" else 0)
+        fed = block.mlp(block.ln2(x))
+        if placement == "parallel_ffn":
+            return x + fed + adapter(x)
+        if placement == "sequential_ffn":
+            return x + fed + adapter(fed)
+        return x + fed
+
+    def _embed(self, tokens: Tensor, offset: Tensor | None = None) -> Tensor:
+        T = tokens.shape[1]
+        if T > self.backbone.config.block_size:
+            raise ValueError(f"sequence of {T} tokens exceeds the backbone's block_size "
+                             f"{self.backbone.config.block_size}")
+        x = self.backbone.tok_emb(tokens) + self.backbone.pos_emb(torch.arange(T, device=tokens.device))[None]
+        return self.backbone.drop(x if offset is None else x + offset)
+
+    @staticmethod
+    def _with_slots(allowed: Tensor, count: int) -> Tensor:
+        """``allowed`` widened by ``count`` always-visible slot columns in front."""
+        if not count:
+            return allowed
+        visible = torch.ones(*allowed.shape[:-1], count, dtype=torch.bool, device=allowed.device)
+        return torch.cat([visible, allowed], dim=-1)
+
+    # ----------------------------------------------------------------------------------------- encoder
+    def encode(self, inputs: Tensor, input_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """q(z|x): (mean, logvar) ``[B, latent_size]`` pooled from :meth:`encoder_states`."""
+        return self.posterior(self.encoder_states(inputs, input_mask), input_mask)
+
+    def encoder_states(self, inputs: Tensor, input_mask: Tensor) -> Tensor:
+        """``[B, T, d]``: bidirectional attention over the real tokens (``input_mask``), then the final norm."""
+        x = self._embed(inputs)
+        prefixes = self.encoder_prefix(inputs.shape[0]) if self.encoder_prefix is not None else None
+        keys = input_mask[:, None, None, :]  # [B, 1, 1, T]: every query sees every real token
+        allowed = self._with_slots(keys, self.config.prefix_length if prefixes else 0)
+        for index in range(self.encoder_layers):
+            slots = [prefixes[index]] if prefixes else []
+            adapter = self.encoder_adapters[index] if self.encoder_adapters is not None else None
+            x = self._block(index, x, allowed, slots, adapter)
+        return self.backbone.ln_f(x)
+
+    # ----------------------------------------------------------------------------------------- decoder
+    def decode(self, inputs: Tensor, z: Tensor) -> Tensor:
+        """Next-token logits ``[B, T, vocab]`` of p(x|z) (causal; right padding never reaches real tokens)."""
+        T, layers = inputs.shape[1], len(self.backbone.blocks)
+        x = self._embed(inputs, self.injection.embedding(z))
+        latent_slots = self.injection.slots(z, layers)
+        prefixes = self.decoder_prefix(inputs.shape[0]) if self.decoder_prefix is not None else None
+        causal = torch.ones(T, T, dtype=torch.bool, device=inputs.device).tril()[None, None]
+        allowed = self._with_slots(causal, len(latent_slots[0]) + (self.config.prefix_length if prefixes else 0))
+        for index in range(layers):
+            slots = latent_slots[index] + ([prefixes[index]] if prefixes else [])
+            adapter = self.decoder_adapters[index] if self.decoder_adapters is not None else None
+            x = self._block(index, x, allowed, slots, adapter)
+        return self.backbone.head(self.backbone.ln_f(x))
+
+    def sentence_log_likelihood(self, inputs: Tensor, targets: Tensor, target_mask: Tensor, z: Tensor) -> Tensor:
+        """log p(x|z) per sentence ``[B]``: target token log-probabilities summed over ``target_mask``."""
+        logits = self.decode(inputs, z).float()
+        token_nll = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+        return -(token_nll * target_mask).sum(-1)
+
+    @torch.no_grad()
+    def generate(self, z: Tensor, bos_id: int, eos_id: int, max_new_tokens: int, greedy: bool = True,
+                 top_k: int | None = None, temperature: float = 1.0,
+                 generator: torch.Generator | None = None) -> list[list[int]]:
+        """Decode each row of ``z`` from BOS until EOS (excluded) or ``max_new_tokens``."""
+        tokens = torch.full((z.shape[0], 1), bos_id, dtype=torch.long, device=z.device)
+        finished = torch.zeros(z.shape[0], dtype=torch.bool, device=z.device)
+        limit = min(max_new_tokens, self.backbone.config.block_size - 1)
+        for _ in range(limit):
+            logits = self.decode(tokens, z)[:, -1].float() / temperature
+            next_tokens = _next_token(logits, top_k, greedy, generator).masked_fill(finished, eos_id)
+            tokens = torch.cat([tokens, next_tokens[:, None]], dim=1)
+            finished |= next_tokens == eos_id
+            if bool(finished.all()):
+                break
+        rows = [[int(t) for t in row[1:]] for row in tokens.cpu()]
+        return [row[:row.index(eos_id)] if eos_id in row else row for row in rows]
+
+    # --------------------------------------------------------------------------------- training phases
+    def latent_parameters(self) -> list[nn.Parameter]:
+        """Posterior and injection parameters (trainable from the start)."""
+        return [*self.posterior.parameters(), *self.injection.parameters()]
+
+    def _layer_norms(self, blocks: range) -> list[nn.Parameter]:
+        found = [p for i in blocks for norm in (self.backbone.blocks[i].ln1, self.backbone.blocks[i].ln2)
+                 for p in norm.parameters()]
+        return found + list(self.backbone.ln_f.parameters())
+
+    def encoder_side_parameters(self) -> list[nn.Parameter]:
+        """Tuned from phase 1: the encoder's adapters or prefix (+ its layer norms, shared with the decoder)."""
+        if self.config.peft == "full":
+            return []
+        found = [*(self.encoder_adapters or nn.ModuleList()).parameters(),
+                 *(self.encoder_prefix.parameters() if self.encoder_prefix is not None else [])]
+        return found + (self._layer_norms(range(self.encoder_layers)) if self.config.train_layer_norms else [])
+
+    def decoder_side_parameters(self) -> list[nn.Parameter]:
+        """Joining in phase 2: the decoder's adapters or prefix (+ all layer norms); ``full``: the whole backbone."""
+        if self.config.peft == "full":
+            return list(self.backbone.parameters())
+        found = [*(self.decoder_adapters or nn.ModuleList()).parameters(),
+                 *(self.decoder_prefix.parameters() if self.decoder_prefix is not None else [])]
+        return found + (self._layer_norms(range(len(self.backbone.blocks))) if self.config.train_layer_norms else [])
+
+    def set_phase(self, phase: int) -> None:
+        """Phase 1: latent side + encoder side trainable; phase 2: the decoder side too; the rest stays frozen."""
+        if phase not in (1, 2):
+            raise ValueError(f"phase must be 1 or 2, got {phase}")
+        trainable = {id(p) for p in self.latent_parameters() + self.encoder_side_parameters()}
+        if phase == 2:
+            trainable |= {id(p) for p in self.decoder_side_parameters()}
+        for parameter in self.parameters():
+            parameter.requires_grad_(id(parameter) in trainable)
+        self.phase = phase
+
+    def parameter_report(self) -> dict[str, Any]:
+        """Parameter counts once every phase has joined, and the trainable share of the backbone (the AdaVAE
+        paper's convention) and of the whole model."""
+        trainable = {id(p): p.numel() for p in
+                     self.latent_parameters() + self.encoder_side_parameters() + self.decoder_side_parameters()}
+        total = sum(p.numel() for p in self.parameters())
+        backbone = sum(p.numel() for p in self.backbone.parameters())
+        count = sum(trainable.values())
+        return {"trainable": count, "total": total, "backbone": backbone, "frozen": total - count,
+                "trainable_per_backbone": count / backbone, "trainable_per_total": count / total}
