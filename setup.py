@@ -2,7 +2,7 @@
 import re
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 VERSION = re.search(r'__version__ = "([^"]+)"', Path("c4prep/__init__.py").read_text()).group(1)
 
@@ -10,6 +10,9 @@ VERSION = re.search(r'__version__ = "([^"]+)"', Path("c4prep/__init__.py").read_
 BEAM_VERSION = "2.77.0"
 
 MAPPED_FOLDERS = {"pipelines": "pipelines", "tokenization": "tokenization", "training": "training", "configs": "configs"}
+# Each mapped package with its subpackages (c4prep.training.data, .models, ...): a non-editable install needs them all.
+PACKAGES = ["c4prep"] + [f"c4prep.{name}{sub}" for name, folder in MAPPED_FOLDERS.items()
+                         for sub in ["", *(f".{found}" for found in find_packages(folder))]]
 
 setup(
     name="c4prep",
@@ -18,7 +21,7 @@ setup(
     long_description=Path("README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["c4prep"] + [f"c4prep.{name}" for name in MAPPED_FOLDERS],
+    packages=PACKAGES,
     package_dir={"c4prep": "c4prep", **{f"c4prep.{name}": folder for name, folder in MAPPED_FOLDERS.items()}},
     package_data={"c4prep.pipelines": ["data/*", "data/**/*"], "c4prep.configs": ["*.yaml", "*/*.yaml"]},
     install_requires=[
