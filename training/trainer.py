@@ -47,6 +47,8 @@ class Task(Protocol):
     def eval_sums(self, model: nn.Module, batch: Batch) -> dict[str, torch.Tensor]:
         """Summable validation statistics of a micro-batch; must include ``loss_sum`` and ``targets``."""
 
+    # Optional: ``step_metrics``, a dict of floats the task measured on its latest micro-batch, logged with train.
+
 
 @dataclass
 class StepStats:
@@ -75,6 +77,7 @@ class Trainer:
     eval_batches: Callable[[], Iterable[Batch]] | None = None
     checkpoint_extra: dict[str, Any] = field(default_factory=dict)
     grad_hook: Callable[[int], None] | None = None  # called with the step after backward, before clipping
+    step_hook: Callable[[int], None] | None = None  # called with the step before its first forward pass
     step: int = 0
     validation: dict[str, float] | None = None  # the latest validation metrics
 
@@ -131,7 +134,8 @@ class Trainer:
                 bar.update(1)
                 bar.set_postfix(loss=f"{stats.loss:.4f}", tok_s=f"{stats.tokens / stats.seconds:,.0f}")
                 if self.step % settings.log_every == 0 or self.step == settings.max_steps:
-                    self.logger.log(self.step, "train", _train_metrics(stats))
+                    self.logger.log(self.step, "train", {**_train_metrics(stats),
+                                                          **getattr(self.task, "step_metrics", {})})
                 if settings.eval_every and self.step % settings.eval_every == 0:
                     self.evaluate()
                 if settings.checkpoint_every and self.step % settings.checkpoint_every == 0:
@@ -146,6 +150,8 @@ class Trainer:
         return history
 
     def _train_step(self, batches: Iterator[Batch]) -> StepStats:
+        if self.step_hook is not None:
+            self.step_hook(self.step)
         started = time.perf_counter()
         micro_batches = [next(batches) for _ in range(self.accumulation_steps)]
         data_seconds = time.perf_counter() - started

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..vae.gaussian import reparameterize
 from .adapters import ADAPTER_PLACEMENTS, Adapter, Prefix
 from .gpt import GPT, Block, _next_token
 from .latent import GaussianPosterior, LatentInjection
@@ -173,6 +174,13 @@ class AdaVAE(nn.Module):
             adapter = self.decoder_adapters[index] if self.decoder_adapters is not None else None
             x = self._block(index, x, allowed, slots, adapter)
         return self.backbone.head(self.backbone.ln_f(x))
+
+    def forward(self, inputs: Tensor, input_mask: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """One training pass: (per-target negative log-likelihoods ``[B, T]``, mean, logvar), decoding one sample
+        z ~ q(z|x) (reparameterised)."""
+        mean, logvar = self.encode(inputs, input_mask)
+        logits = self.decode(inputs, reparameterize(mean, logvar)).float()
+        return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none"), mean, logvar
 
     def sentence_log_likelihood(self, inputs: Tensor, targets: Tensor, target_mask: Tensor, z: Tensor) -> Tensor:
         """log p(x|z) per sentence ``[B]``: target token log-probabilities summed over ``target_mask``."""

@@ -6,11 +6,20 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from ..config import TrainConfigError
+
 
 def run_stage(cfg: DictConfig) -> dict[str, Any]:
     """Run ``cfg.stage`` and return its summary."""
     runner: Callable[[DictConfig], dict[str, Any]]
     kind = cfg.data.get("kind")
+    if cfg.model.get("name") == "adavae":
+        from . import adavae
+        runners = {"finetune": adavae.run_adavae_train, "evaluate": adavae.run_adavae_evaluate,
+                   "generate": adavae.run_adavae_generate}
+        if cfg.stage not in runners:
+            raise TrainConfigError(f"model=adavae runs stage=finetune, evaluate or generate, not {cfg.stage!r}")
+        return runners[cfg.stage](cfg)
     if cfg.stage == "pretrain":
         from .pretrain import run_pretrain as runner
     elif cfg.stage == "finetune" and kind == "birth_places":

@@ -3,7 +3,8 @@
 token shards -> segment index -> deterministic global batches -> objective + packing (per sample, seeded by
 (seed, epoch, segment id)) -> model -> trainer. With ``model=gpt_*`` the rows are decoder-only
 (``objectives.decoder_rows``; ``objective=lm`` for GPT pre-training). Character corpora (``data=char_text``,
-``data=cs224n_a5_wiki``) train a GPT on in-memory rows instead (``stages.char_corpora``).
+``data=cs224n_a5_wiki``) and sentence files (``data=ptb``) train a GPT on in-memory rows instead
+(``stages.row_corpora``).
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from ..objectives.decoder_rows import DecoderRowBuilder
 from ..objectives.packing import EncDecRowBuilder
 from ..tasks import DecoderTask, EncDecTask
 from ..trainer import Task, Trainer
-from .char_corpora import CHAR_CORPORA
 from .common import RunContext, model_from_config, optimization_from_config, restore, start_run
+from .row_corpora import ROW_CORPORA
 from .row_training import fit_summary, row_set_trainer
 
 log = logging.getLogger(__name__)
@@ -130,14 +131,18 @@ def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
 def run_pretrain(cfg: DictConfig) -> dict[str, Any]:
     """Train; returns a summary (steps, last loss, validation metrics)."""
     kind = cfg.data.get("kind")
-    if kind in CHAR_CORPORA:
+    if kind in ROW_CORPORA:
         ctx = start_run(cfg)
-        corpus = CHAR_CORPORA[kind](cfg)
+        corpus = ROW_CORPORA[kind](cfg)
+        if ctx.env.is_main:
+            for name, text in corpus.run_files.items():
+                (ctx.run_dir / name).write_text(text, encoding="utf-8")
         model, spec = model_from_config(cfg, corpus.vocab_size)
         trainer = row_set_trainer(cfg, ctx, corpus.train, corpus.validation, DecoderTask(), model, spec)
         return fit_summary(ctx, trainer)
     if kind != "tokens":
-        raise TrainConfigError(f"stage=pretrain reads token shards (data=c4_tokens) or a character corpus "
-                               f"(data=tiny_shakespeare|cs224n_a5_wiki), not data.kind={kind!r}")
+        raise TrainConfigError(f"stage=pretrain reads token shards (data=c4_tokens), a character corpus "
+                               f"(data=tiny_shakespeare|cs224n_a5_wiki) or sentences (data=ptb), "
+                               f"not data.kind={kind!r}")
     ctx = start_run(cfg)
     return fit_summary(ctx, build_pretrain_trainer(cfg, ctx))

@@ -1,0 +1,174 @@
+"""AdaVAE on PTB: the plain LM, full fine-tuning VAE, AdaVAE and one-factor ablations, same backbone and budget.
+
+Every variant trains ``--steps`` steps from the same self-pretrained word-level GPT (``experiment=ptb_gpt_pretrain``,
+trained here first unless ``--backbone`` names a run) and is evaluated on the whole PTB test file (``stage=evaluate``:
+IW-NLL with ``--iw-samples``, per-word PPL, -ELBO, KL, MI, AU). Results: ``<workdir>/results.json``, a markdown
+table (mean +- std over seeds) on stdout and PNG plots of the beta/KL schedule and of the metric table.
+
+    python benchmarks/bench_adavae_ptb.py --workdir /tmp/adavae_bench --steps 3000 --seeds 0 1 2 --iw-samples 100
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from c4prep.training.checkpoint import load_checkpoint
+from c4prep.training.data.sentences import (
+    VOCABULARY_FILE,
+    WordVocabulary,
+    encode_sentences,
+    read_sentences,
+)
+from c4prep.training.metrics_log import read_metrics
+from c4prep.training.stages.common import model_from_checkpoint
+
+PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb"
+QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.device=cpu", "trainer.num_workers=0"]
+
+# name -> overrides of experiment=adavae_ptb (one factor changed from "adavae" each, except ft_vae: Optimus-like)
+VARIANTS: dict[str, list[str]] = {
+    "adavae": [],
+    "ft_vae": ["model.peft=full", "model.pooling=lg", "model.injection=[atm,embedding]"],
+    "pooling_lg": ["model.pooling=lg"],
+    "injection_atm": ["model.injection=[atm]"],
+    "peft_prefix": ["model.peft=prefix"],
+    "peft_full": ["model.peft=full"],
+    "lambda_0.1": ["objective.kl_rate=0.1"],
+    "lambda_1.0": ["objective.kl_rate=1.0"],
+}
+METRICS = ("nll", "ppl_word", "ppl_token", "neg_elbo", "kl", "reconstruction", "mi", "au", "adavae_code_ppl_word")
+
+
+def train(args: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "c4prep.training.cli", *args, *QUIET], check=True)
+    return time.perf_counter() - started
+
+
+@torch.no_grad()
+def lm_test_metrics(backbone: Path) -> dict[str, float]:
+    """The backbone's own exact test log-likelihood: per-word (words + 1) and per-token PPL."""
+    model = model_from_checkpoint(load_checkpoint(backbone)).eval()
+    vocab = WordVocabulary.load(backbone / VOCABULARY_FILE)
+    examples, _ = encode_sentences(read_sentences(PTB / "test.txt"), vocab, max_words=64)
+    total, tokens, words = 0.0, 0, 0
+    for first in range(0, len(examples), 128):
+        batch = examples[first:first + 128]
+        width = max(len(ids) for ids in batch)
+        rows = torch.full((len(batch), width), vocab.PAD_ID, dtype=torch.long)
+        for index, ids in enumerate(batch):
+            rows[index, :len(ids)] = torch.tensor(ids)
+        log_probs = model(rows[:, :-1]).log_softmax(-1).gather(-1, rows[:, 1:, None]).squeeze(-1)
+        mask = rows[:, 1:] != vocab.PAD_ID
+        total += float((log_probs * mask).sum())
+        tokens += int(mask.sum())
+        words += sum(len(ids) - 2 for ids in batch)
+    sentences = len(examples)
+    return {"nll": -total / sentences, "ppl_word": math.exp(-total / (words + sentences)),
+            "ppl_token": math.exp(-total / tokens), "n_sentences": sentences}
+
+
+def summarise(runs: dict[str, list[dict]]) -> dict[str, dict[str, tuple[float, float]]]:
+    table = {}
+    for name, results in runs.items():
+        table[name] = {}
+        for metric in METRICS:
+            values = [r[metric] for r in results if metric in r]
+            if values:
+                table[name][metric] = (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0)
+    return table
+
+
+def markdown(table: dict[str, dict[str, tuple[float, float]]], trainable: dict[str, float]) -> str:
+    lines = ["| variant | trainable / backbone | " + " | ".join(METRICS) + " |",
+             "|---|---|" + "---|" * len(METRICS)]
+    for name, row in table.items():
+        cells = [f"{row[m][0]:.2f} ± {row[m][1]:.2f}" if m in row else "–" for m in METRICS]
+        share = f"{100 * trainable[name]:.1f}%" if name in trainable else "–"
+        lines.append(f"| {name} | {share} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(workdir: Path, table: dict, schedule_run: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [r for r in read_metrics(schedule_run / "metrics.jsonl") if r["split"] == "train"]
+    steps = [r["step"] for r in records]
+    figure, left = plt.subplots(figsize=(8, 3.5))
+    left.plot(steps, [r["metrics"]["beta"] for r in records], color="tab:blue", label="beta")
+    left.set_xlabel("step")
+    left.set_ylabel("beta")
+    right = left.twinx()
+    right.plot(steps, [r["metrics"]["kl"] for r in records], color="tab:red", label="KL (nats)")
+    right.set_ylabel("KL (nats / sentence)")
+    figure.legend(loc="upper right")
+    left.set_title("AdaVAE on PTB: cyclic beta and the posterior KL")
+    figure.tight_layout()
+    figure.savefig(workdir / "adavae_kl_beta.png", dpi=120)
+
+    names = list(table)
+    figure, axes = plt.subplots(1, 4, figsize=(14, 3.5))
+    for axis, metric in zip(axes, ("ppl_word", "neg_elbo", "mi", "au")):
+        means = [table[n].get(metric, (math.nan, 0))[0] for n in names]
+        errors = [table[n].get(metric, (0, 0))[1] for n in names]
+        axis.bar(range(len(names)), means, yerr=errors, color="tab:gray")
+        axis.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
+        axis.set_title(metric)
+    figure.tight_layout()
+    figure.savefig(workdir / "adavae_metrics.png", dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--backbone", type=Path, help="a finished ptb_gpt_pretrain run (trained here if absent)")
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--iw-samples", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    workdir = args.workdir.resolve()
+    threads = [f"trainer.num_threads={args.threads}"]
+    backbone = args.backbone.resolve() if args.backbone else workdir / "backbone"
+    if not (backbone / VOCABULARY_FILE).exists():
+        elapsed = train(["experiment=ptb_gpt_pretrain", f"output_dir={backbone}", *threads])
+        print(f"pretrained the backbone in {backbone} ({elapsed:.0f} s)")
+    runs: dict[str, list[dict]] = {"lm": [lm_test_metrics(backbone)]}
+    trainable: dict[str, float] = {}
+    seconds: dict[str, list[float]] = {}
+    for name in args.variants:
+        for seed in args.seeds:
+            run = workdir / f"{name}_seed{seed}"
+            common = ["experiment=adavae_ptb", f"seed={seed}", *VARIANTS[name], *threads]
+            if not (run / "evaluation.json").exists():
+                elapsed = train([*common, f"init_from={backbone}", f"output_dir={run}",
+                                 f"trainer.max_steps={args.steps}", f"schedule.options.warmup_steps={args.steps // 6}",
+                                 f"trainer.eval_every={args.steps // 4}", f"trainer.checkpoint_every={args.steps}"])
+                seconds.setdefault(name, []).append(elapsed)
+                train([*common, "stage=evaluate", f"init_from={run}", f"output_dir={run}",
+                       f"objective.iw_samples={args.iw_samples}"])
+            result = json.loads((run / "evaluation.json").read_text())
+            runs.setdefault(name, []).append(result)
+            trainable[name] = result["parameters"]["trainable_per_backbone"]
+    table = summarise(runs)
+    (workdir / "results.json").write_text(json.dumps({"settings": vars(args) | {"workdir": str(workdir),
+                                                      "backbone": str(backbone)},
+                                                      "runs": runs, "train_seconds": seconds}, indent=2,
+                                                     default=str) + "\n")
+    print(markdown(table, trainable))
+    schedule_run = workdir / f"{args.variants[0]}_seed{args.seeds[0]}"
+    plot(workdir, table, schedule_run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""Sentence-level word data (PTB for the AdaVAE stage): a word vocabulary, ``[BOS] w_1..w_n [EOS]`` examples, padded
+batches and decoder rows.
+
+PAD (0), BOS (1) and EOS (2) are separate ids, and EOS is a target like any word (``../shared/reference/adavae.md``
+§4.2: upstream AdaVAE's PAD == EOS never trains or scores EOS). Sentences longer than ``max_words`` keep their first
+``max_words`` words and still end with EOS; the number capped is reported.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..objectives.decoder_rows import pack_padded_rows
+from ..seeding import example_rng
+
+UNK_WORD = "<unk>"
+VOCABULARY_FILE = "word_vocabulary.json"
+"""Name of the vocabulary file in a run folder of ``train stage=pretrain data=ptb``."""
+_FORMAT = "c4prep-word-vocabulary"
+
+
+class SentenceDataError(ValueError):
+    """Unreadable sentence file, a word the vocabulary lacks, or a bad setting (the message says what to do)."""
+
+
+@dataclass(frozen=True)
+class WordVocabulary:
+    """Words by id: PAD 0, BOS 1, EOS 2, then ``words`` from id 3. Specials are never words: the text ``<eos>``
+    would be an ordinary (unknown) word."""
+
+    PAD_ID = 0
+    BOS_ID = 1
+    EOS_ID = 2
+    NUM_SPECIALS = 3
+
+    words: tuple[str, ...]
+    _ids: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(set(self.words)) != len(self.words) or any(not w or w != w.strip() or " " in w for w in self.words):
+            raise SentenceDataError("vocabulary words must be distinct, non-empty and without whitespace")
+        object.__setattr__(self, "_ids", {w: i for i, w in enumerate(self.words, start=self.NUM_SPECIALS)})
+
+    @classmethod
+    def from_sentences(cls, sentences: Iterable[str]) -> WordVocabulary:
+        """Every whitespace-separated word of ``sentences``, by descending count, ties alphabetically."""
+        counts = Counter(word for sentence in sentences for word in sentence.split())
+        return cls(tuple(sorted(counts, key=lambda word: (-counts[word], word))))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.NUM_SPECIALS + len(self.words)
+
+    @property
+    def unk_id(self) -> int | None:
+        """Id of ``<unk>``, or None when the vocabulary has no such word."""
+        return self._ids.get(UNK_WORD)
+
+    def encode(self, sentence: str) -> list[int]:
+        """Ids of the words of ``sentence`` (no BOS/EOS); unknown words become ``<unk>`` when the vocabulary has it."""
+        words, unk = sentence.split(), self.unk_id
+        if unk is not None:
+            return [self._ids.get(word, unk) for word in words]
+        missing = sorted({word for word in words if word not in self._ids})
+        if missing:
+            raise SentenceDataError(f"words not in the vocabulary and no {UNK_WORD} to map them to: {missing[:5]}; "
+                                    f"build the vocabulary from text containing them or map them to {UNK_WORD}")
+        return [self._ids[word] for word in words]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The words of ``ids`` joined by spaces, up to the first EOS; PAD and BOS are skipped."""
+        words = []
+        for token in ids:
+            token = int(token)
+            if not 0 <= token < self.vocab_size:
+                raise SentenceDataError(f"token id {token} is outside the vocabulary [0, {self.vocab_size})")
+            if token == self.EOS_ID:
+                break
+            if token >= self.NUM_SPECIALS:
+                words.append(self.words[token - self.NUM_SPECIALS])
+        return " ".join(words)
+
+    @classmethod
+    def _specials(cls) -> dict[str, int]:
+        return {"pad": cls.PAD_ID, "bos": cls.BOS_ID, "eos": cls.EOS_ID}
+
+    def to_json(self) -> str:
+        return json.dumps({"format": _FORMAT, "specials": self._specials(), "words": list(self.words)},
+                          ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> WordVocabulary:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise SentenceDataError(f"not a word vocabulary (invalid JSON: {error})") from None
+        if not isinstance(data, dict) or data.get("format") != _FORMAT or not isinstance(data.get("words"), list):
+            raise SentenceDataError(f"not a word vocabulary (needs \"format\": \"{_FORMAT}\" and a \"words\" list)")
+        if data.get("specials") != cls._specials():
+            raise SentenceDataError(f"special ids {data.get('specials')} differ from this version's {cls._specials()}")
+        return cls(tuple(data["words"]))
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> WordVocabulary:
+        """A vocabulary written by :meth:`save`, or the one in a run folder (its ``word_vocabulary.json``)."""
+        path = Path(path) / VOCABULARY_FILE if Path(path).is_dir() else Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise SentenceDataError(f"cannot read the word vocabulary {path}: {error}; pass the run folder of "
+                                    "`train stage=pretrain data=ptb` or its word_vocabulary.json") from None
+        try:
+            return cls.from_json(text)
+        except SentenceDataError as error:
+            raise SentenceDataError(f"{path}: {error}") from None
+
+
+def read_sentences(path: str | Path) -> list[str]:
+    """The stripped non-empty lines of a UTF-8 file, one sentence each."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8"
+        raise SentenceDataError(f"cannot read sentences from {path} ({reason}); pass a text file with one "
+                                "sentence per line") from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def encode_sentences(sentences: Iterable[str], vocab: WordVocabulary,
+                     max_words: int = 64) -> tuple[list[list[int]], int]:
+    """``[BOS] w_1..w_n [EOS]`` ids of each sentence, its words cut to the first ``max_words``; also how many were
+    cut."""
+    if max_words < 1:
+        raise SentenceDataError(f"max_words must be >= 1, got {max_words}")
+    examples, capped = [], 0
+    for sentence in sentences:
+        words = vocab.encode(sentence)
+        capped += len(words) > max_words
+        examples.append([vocab.BOS_ID, *words[:max_words], vocab.EOS_ID])
+    return examples, capped
+
+
+def _check_example(ids: Sequence[int]) -> None:
+    if len(ids) < 2 or ids[0] != WordVocabulary.BOS_ID or ids[-1] != WordVocabulary.EOS_ID:
+        raise SentenceDataError(f"a sentence example must be [BOS] words [EOS], got {list(ids)[:8]}...; build "
+                                "examples with encode_sentences")
+
+
+@dataclass(frozen=True)
+class SentenceBatch:
+    """Padded sentences: ``inputs`` BOS w_1..w_n, ``targets`` w_1..w_n EOS (PAD after both); the masks mark the
+    n + 1 real positions (BOS / EOS included); ``n_words`` counts the words (after capping)."""
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    target_mask: torch.Tensor
+    input_mask: torch.Tensor
+    n_words: torch.Tensor
+
+
+def sentence_batch(examples: Sequence[Sequence[int]]) -> SentenceBatch:
+    """One batch of ``[BOS] words [EOS]`` examples, padded to the longest."""
+    if not examples:
+        raise SentenceDataError("a batch needs at least one sentence")
+    for ids in examples:
+        _check_example(ids)
+    n_words = torch.tensor([len(ids) - 2 for ids in examples], dtype=torch.long)
+    inputs = torch.full((len(examples), int(n_words.max()) + 1), WordVocabulary.PAD_ID, dtype=torch.long)
+    targets = inputs.clone()
+    for row, ids in enumerate(examples):
+        inputs[row, :len(ids) - 1] = torch.as_tensor(ids[:-1], dtype=torch.long)
+        targets[row, :len(ids) - 1] = torch.as_tensor(ids[1:], dtype=torch.long)
+    mask = torch.arange(inputs.shape[1])[None] <= n_words[:, None]
+    return SentenceBatch(inputs, targets, mask, mask.clone(), n_words)
+
+
+def sentence_batches(sentences_ids: list[list[int]], batch_size: int, shuffle_seed: int | None,
+                     epoch: int = 0) -> Iterator[SentenceBatch]:
+    """Batches of ``batch_size`` examples (the last may be smaller) covering every example once: in file order when
+    ``shuffle_seed`` is None, else in a permutation keyed by ``(shuffle_seed, epoch)`` alone."""
+    if batch_size < 1:
+        raise SentenceDataError(f"batch_size must be >= 1, got {batch_size}")
+    count = len(sentences_ids)
+    order = np.arange(count) if shuffle_seed is None else example_rng(shuffle_seed, epoch).permutation(count)
+    for first in range(0, count, batch_size):
+        yield sentence_batch([sentences_ids[int(i)] for i in order[first:first + batch_size]])
+
+
+@dataclass(frozen=True, eq=False)
+class SentenceRows:
+    """Picklable ``(item, epoch) -> decoder row`` for the trainer's row sets: example ``item`` as ``input_tokens``
+    / ``target_tokens`` / ``loss_weights`` padded to ``length`` positions (``data.pack`` re-packs them)."""
+
+    tokens: np.ndarray   # every example's ids, concatenated
+    offsets: np.ndarray  # example i is tokens[offsets[i]:offsets[i + 1]]
+    length: int
+
+    @classmethod
+    def from_examples(cls, examples: Sequence[Sequence[int]], length: int) -> SentenceRows:
+        """Rows of ``length`` positions; an example longer than ``length + 1`` tokens is refused."""
+        for ids in examples:
+            _check_example(ids)
+            if len(ids) - 1 > length:
+                raise SentenceDataError(f"an example of {len(ids) - 2} words needs {len(ids) - 1} positions, more "
+                                        f"than the rows' {length}: cap the words or lengthen the rows")
+        sizes = np.array([len(ids) for ids in examples], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        tokens = np.fromiter((t for ids in examples for t in ids), dtype=np.int32, count=int(offsets[-1]))
+        return cls(tokens, offsets, length)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __call__(self, item: int, epoch: int) -> dict[str, np.ndarray]:
+        """The row of example ``item`` (``epoch`` unused: examples do not change between epochs)."""
+        if not 0 <= item < len(self):
+            raise IndexError(f"sentence {item} out of range [0, {len(self)})")
+        ids = self.tokens[self.offsets[item]:self.offsets[item + 1]].astype(np.int64)
+        n = len(ids) - 1
+        row = {name: np.zeros(self.length, dtype=np.int64) for name in ("input_tokens", "target_tokens")}
+        row["input_tokens"][:n], row["target_tokens"][:n] = ids[:-1], ids[1:]
+        row["loss_weights"] = (np.arange(self.length) < n).astype(np.int32)
+        return row
+
+
+@dataclass(frozen=True, eq=False)
+class PackedRows:
+    """Fixed decoder rows by item (``epoch`` unused): evaluation rows holding several sentences each."""
+
+    rows: tuple[dict[str, np.ndarray], ...]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __call__(self, item: int, epoch: int) -> dict[str, np.ndarray]:
+        return self.rows[item]
+
+
+def packed_sentence_rows(rows: SentenceRows, length: int, group: int = 256) -> PackedRows:
+    """Every sentence of ``rows`` once, consecutive groups of ``group`` re-packed without padding into rows of
+    ``length`` positions (:func:`pack_padded_rows`): the same summed losses as the padded rows on about a third of
+    the positions for PTB."""
+    packed = []
+    for first in range(0, len(rows), group):
+        packed += pack_padded_rows([rows(item, 0) for item in range(first, min(first + group, len(rows)))], length)
+    return PackedRows(tuple(packed))

@@ -1,0 +1,182 @@
+"""AdaVAE stages (``model=adavae objective=vae data=ptb``):
+
+- ``stage=finetune init_from=<GPT run>``: wrap the pre-trained GPT (``train stage=pretrain experiment=
+  ptb_gpt_pretrain``; its run folder holds ``word_vocabulary.json``) in the VAE and train it: cyclic beta, free
+  bits, the decoder side joining at ``objective.phase_two_fraction`` of the steps. The run keeps the vocabulary.
+- ``stage=evaluate init_from=<AdaVAE run>``: IW log-likelihood (``objective.iw_samples``), per-token and per-word
+  PPL, -ELBO, KL, reconstruction, MI and AU on the whole ``data.test`` file in file order -> ``evaluation.json``.
+- ``stage=generate init_from=<AdaVAE run>``: sentences decoded from prior samples, from interpolations between
+  two test sentences and from an analogy -> printed and ``generation.json``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from ..checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
+from ..config import TrainConfigError, section
+from ..data.row_batches import row_set_eval_batches
+from ..data.sentences import VOCABULARY_FILE, SentenceDataError, WordVocabulary, read_sentences
+from ..models.adavae import AdaVAE, AdaVAEConfig
+from ..models.gpt import GPT
+from ..vae.estimators import evaluate_vae
+from ..vae.task import VAESchedule, VAETask, sentence_view
+from .common import RunContext, model_from_checkpoint, start_run
+from .row_corpora import sentence_row_set
+from .row_training import fit_summary, row_set_trainer
+
+log = logging.getLogger(__name__)
+
+EVALUATION_FILE = "evaluation.json"
+GENERATION_FILE = "generation.json"
+
+
+def run_folder(checkpoint: str) -> Path:
+    """The run folder of a checkpoint file (``<run>/checkpoints/step_*.pt``) or the folder itself."""
+    path = resolve_checkpoint(checkpoint)
+    return path.parents[1]
+
+
+def _vocabulary(checkpoint: str) -> WordVocabulary:
+    path = run_folder(checkpoint) / VOCABULARY_FILE
+    try:
+        return WordVocabulary.load(path)
+    except SentenceDataError as error:
+        raise TrainConfigError(f"init_from={checkpoint}: {error} (train the GPT with data=ptb so its run folder "
+                               "keeps the vocabulary)") from None
+
+
+def _backbone(cfg: DictConfig) -> GPT:
+    if not cfg.init_from:
+        raise CheckpointError("model=adavae needs init_from=<pre-trained GPT run folder or checkpoint>: train one "
+                              "with `train stage=pretrain experiment=ptb_gpt_pretrain`")
+    state = load_checkpoint(cfg.init_from)
+    if state["model_spec"].get("name") != "gpt":
+        raise TrainConfigError(f"init_from={cfg.init_from} is a {state['model_spec'].get('name')} checkpoint; "
+                               "AdaVAE wraps a pre-trained GPT")
+    return model_from_checkpoint(state)
+
+
+def _settings(cfg: DictConfig) -> dict[str, Any]:
+    settings = {k: v for k, v in section(cfg, "model").items() if k != "name"}
+    try:
+        AdaVAEConfig(**settings)
+    except (TypeError, ValueError) as error:
+        raise TrainConfigError(f"bad model settings for adavae: {error}") from None
+    return settings
+
+
+def _task(cfg: DictConfig) -> VAETask:
+    objective = section(cfg, "objective")
+    return VAETask(rate=float(objective["kl_rate"]), free_bits=str(objective["free_bits"]),
+                   reconstruction=str(objective["reconstruction"]))
+
+
+def run_adavae_train(cfg: DictConfig) -> dict[str, Any]:
+    objective, data = section(cfg, "objective"), section(cfg, "data")
+    ctx = start_run(cfg)
+    backbone = _backbone(cfg)
+    vocab = _vocabulary(cfg.init_from)
+    settings = _settings(cfg)
+    torch.manual_seed(int(cfg.seed))
+    model = AdaVAE(backbone, AdaVAEConfig(**settings))
+    backbone_spec = {k: v for k, v in asdict(backbone.config).items() if k != "vocab_size"}
+    spec = {"name": "adavae", "vocab_size": backbone.config.vocab_size, "backbone": backbone_spec, **settings}
+    train = sentence_row_set(data, "train", vocab)
+    validation = sentence_row_set(data, "validation", vocab) if data.get("validation") else None
+    task = _task(cfg)
+    trainer = row_set_trainer(cfg, ctx, train, validation, task, model, spec)  # optimizer over every phase's params
+    total = ctx.settings.max_steps
+    trainer.step_hook = VAESchedule(task, model, total, int(total * float(objective["phase_two_fraction"])),
+                                    int(objective["cycles"]), float(objective["ratio_zero"]),
+                                    float(objective["ratio_increase"]), float(objective["beta_max"]))
+    if ctx.env.is_main:
+        vocab.save(ctx.run_dir / VOCABULARY_FILE)
+        log.info("AdaVAE parameters: %s", model.parameter_report())
+    return {**fit_summary(ctx, trainer), "parameters": model.parameter_report()}
+
+
+def _trained_vae(cfg: DictConfig, ctx: RunContext) -> tuple[AdaVAE, WordVocabulary, int]:
+    if not cfg.init_from:
+        raise CheckpointError(f"stage={cfg.stage} needs init_from=<AdaVAE run folder or checkpoint>")
+    state = load_checkpoint(cfg.init_from)
+    if state["model_spec"].get("name") != "adavae":
+        raise TrainConfigError(f"init_from={cfg.init_from} is not an AdaVAE checkpoint; train one with "
+                               "stage=finetune model=adavae")
+    model = model_from_checkpoint(state).to(ctx.device).eval()
+    return model, _vocabulary(cfg.init_from), int(state["step"])
+
+
+def run_adavae_evaluate(cfg: DictConfig) -> dict[str, Any]:
+    objective, data = section(cfg, "objective"), section(cfg, "data")
+    ctx = start_run(cfg)
+    model, vocab, step = _trained_vae(cfg, ctx)
+    rows = sentence_row_set(data, "test", vocab)
+    batches = (sentence_view({k: v.to(ctx.device) for k, v in batch.items()})
+               for batch in row_set_eval_batches(rows, 0, 1, ctx.settings.micro_batch_size))
+    generator = torch.Generator().manual_seed(int(cfg.seed))
+    metrics = evaluate_vae(model, batches, int(objective["iw_samples"]), int(objective["iw_chunk"]), generator)
+    result = {"step": step, "test": data["test"], "iw_samples": int(objective["iw_samples"]), **metrics,
+              "parameters": model.parameter_report()}
+    if ctx.env.is_main:
+        (ctx.run_dir / EVALUATION_FILE).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def run_adavae_generate(cfg: DictConfig) -> dict[str, Any]:
+    generation = section(cfg, "objective")["generate"]
+    data = section(cfg, "data")
+    ctx = start_run(cfg)
+    model, vocab, _ = _trained_vae(cfg, ctx)
+    try:
+        sentences = read_sentences(data["test"])
+    except SentenceDataError as error:
+        raise TrainConfigError(f"data.test: {error}") from None
+    picks = [int(i) for i in generation["sentences"]]
+    if len(picks) != 3 or max(picks) >= len(sentences):
+        raise TrainConfigError(f"objective.generate.sentences must be 3 line numbers of data.test (A, B, C of the "
+                               f"analogy; A -> B is interpolated), got {picks}")
+    a, b, c = (sentences[i] for i in picks)
+    means = _posterior_means(model, vocab, [a, b, c], ctx.device)
+    steps = int(generation["interpolation_steps"])
+    weights = torch.linspace(0, 1, steps + 2, device=ctx.device)[:, None]
+    interpolation = means[0] + weights * (means[1] - means[0])
+    analogy = (means[2] + float(generation["analogy_degree"]) * (means[1] - means[0]))[None]
+    generator = torch.Generator(device=ctx.device).manual_seed(int(cfg.seed))
+    prior = torch.randn(int(generation["prior_samples"]), means.shape[1], generator=generator, device=ctx.device)
+
+    def decode(z: torch.Tensor) -> list[str]:
+        ids = model.generate(z, vocab.BOS_ID, vocab.EOS_ID, int(generation["max_words"]),
+                             greedy=bool(generation["greedy"]), top_k=generation.get("top_k"), generator=generator)
+        return [vocab.decode(row) for row in ids]
+
+    result = {"sentences": {"a": a, "b": b, "c": c}, "interpolation": decode(interpolation),
+              "analogy": decode(analogy)[0], "prior": decode(prior)}
+    if ctx.env.is_main:
+        (ctx.run_dir / GENERATION_FILE).write_text(json.dumps(result, indent=2) + "\n")
+        print(_report(result))
+    return result
+
+
+@torch.no_grad()
+def _posterior_means(model: AdaVAE, vocab: WordVocabulary, sentences: list[str], device: torch.device):
+    ids = [[vocab.BOS_ID, *vocab.encode(s)] for s in sentences]
+    width = max(len(row) for row in ids)
+    inputs = torch.full((len(ids), width), vocab.PAD_ID, dtype=torch.long, device=device)
+    for index, row in enumerate(ids):
+        inputs[index, :len(row)] = torch.tensor(row, device=device)
+    mean, _ = model.encode(inputs, inputs != vocab.PAD_ID)
+    return mean
+
+
+def _report(result: dict[str, Any]) -> str:
+    lines = ["interpolation (A -> B):", *(f"  {s}" for s in result["interpolation"]),
+             "analogy (C + B - A):", f"  {result['analogy']}", "prior samples:", *(f"  {s}" for s in result["prior"])]
+    return "\n".join([f"A: {result['sentences']['a']}", f"B: {result['sentences']['b']}",
+                      f"C: {result['sentences']['c']}", *lines])
