@@ -20,6 +20,7 @@ from c4prep.training.data.sentences import (
     read_sentences,
     sentence_batch,
     sentence_batches,
+    word_counts,
 )
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.models.gpt import GPT, gpt_config
@@ -141,11 +142,12 @@ def test_shuffled_order_is_keyed_by_seed_and_epoch_and_independent_of_batch_size
 
 def test_decoder_rows_match_the_batches_and_packing_keeps_the_validation_loss(vocab, ptb):
     examples, _ = encode_sentences(ptb["valid"][:300], vocab)
-    rows = SentenceRows.from_examples(examples, 65)
+    rows = SentenceRows.from_examples(examples, word_counts(ptb["valid"][:300], 64), vocab, 65)
     batch = sentence_batch(examples[:5])
     for item in range(5):
         row = rows(item, epoch=7)
         width = batch.inputs.shape[1]
+        assert row["n_words"] == batch.n_words[item] == len(ptb["valid"][item].split())
         assert row["input_tokens"][:width].tolist() == batch.inputs[item].tolist()
         assert row["loss_weights"].tolist() == batch.target_mask[item].tolist() + [0] * (65 - width)
     packed = packed_sentence_rows(rows, 65)
@@ -158,7 +160,7 @@ def test_decoder_rows_match_the_batches_and_packing_keeps_the_validation_loss(vo
     assert packed_sums["targets"] == padded_sums["targets"] == sum(len(ids) - 1 for ids in examples)
     assert math.isclose(packed_sums["loss_sum"], padded_sums["loss_sum"], rel_tol=1e-5)
     with pytest.raises(SentenceDataError, match="more than the rows' 10"):
-        SentenceRows.from_examples(examples, 10)
+        SentenceRows.from_examples(examples, word_counts(ptb["valid"][:300], 64), vocab, 10)
 
 
 @pytest.fixture(scope="module")

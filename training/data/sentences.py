@@ -1,9 +1,12 @@
-"""Sentence-level word data (PTB for the AdaVAE stage): a word vocabulary, ``[BOS] w_1..w_n [EOS]`` examples, padded
-batches and decoder rows.
+"""Sentence-level data (PTB for the AdaVAE stage): vocabularies, ``[BOS] t_1..t_n [EOS]`` examples, padded batches
+and decoder rows.
 
-PAD (0), BOS (1) and EOS (2) are separate ids, and EOS is a target like any word (``../shared/reference/adavae.md``
-§4.2: upstream AdaVAE's PAD == EOS never trains or scores EOS). Sentences longer than ``max_words`` keep their first
-``max_words`` words and still end with EOS; the number capped is reported.
+Any :class:`SentenceVocabulary` works: the word vocabulary here (PAD 0, BOS 1, EOS 2 separate, one id per word) or a
+GPT-2 tokenizer (``gpt2_tokenizer.py``: BOS = EOS = PAD). Masks and lengths, never ids, mark padding, and EOS is a
+target like any token (``../shared/reference/adavae.md`` §4.2: upstream AdaVAE's PAD == EOS never trains or scores
+EOS). Sentences longer than ``max_words`` whitespace words keep their first ``max_words`` words and still end with
+EOS; the number capped is reported. Rows carry each sentence's word count, which per-word perplexity divides by
+whatever the tokenizer.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -27,6 +31,31 @@ _FORMAT = "c4prep-word-vocabulary"
 
 class SentenceDataError(ValueError):
     """Unreadable sentence file, a word the vocabulary lacks, or a bad setting (the message says what to do)."""
+
+
+class SentenceVocabulary(Protocol):
+    """What the sentence path needs of a vocabulary. BOS and EOS may be one id and PAD is only a fill value (masks
+    mark padding); ``save(path)`` writes into a run folder what ``load(path)`` of the same class reads back."""
+
+    @property
+    def bos_id(self) -> int: ...
+
+    @property
+    def eos_id(self) -> int: ...
+
+    @property
+    def pad_id(self) -> int: ...
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    def encode(self, sentence: str) -> list[int]:
+        """Ids of ``sentence`` without BOS/EOS."""
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids`` up to the first EOS."""
+
+    def save(self, path: str | Path) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +85,18 @@ class WordVocabulary:
     @property
     def vocab_size(self) -> int:
         return self.NUM_SPECIALS + len(self.words)
+
+    @property
+    def bos_id(self) -> int:
+        return self.BOS_ID
+
+    @property
+    def eos_id(self) -> int:
+        return self.EOS_ID
+
+    @property
+    def pad_id(self) -> int:
+        return self.PAD_ID
 
     @property
     def unk_id(self) -> int | None:
@@ -107,7 +148,9 @@ class WordVocabulary:
         return cls(tuple(data["words"]))
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
+        """Write :meth:`to_json` to ``path``, or to ``word_vocabulary.json`` in ``path`` when it is a folder."""
+        path = Path(path) / VOCABULARY_FILE if Path(path).is_dir() else Path(path)
+        path.write_text(self.to_json() + "\n", encoding="utf-8")
 
     @classmethod
     def load(cls, path: str | Path) -> WordVocabulary:
@@ -135,22 +178,28 @@ def read_sentences(path: str | Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def encode_sentences(sentences: Iterable[str], vocab: WordVocabulary,
+def encode_sentences(sentences: Iterable[str], vocab: SentenceVocabulary,
                      max_words: int = 64) -> tuple[list[list[int]], int]:
-    """``[BOS] w_1..w_n [EOS]`` ids of each sentence, its words cut to the first ``max_words``; also how many were
-    cut."""
+    """``[BOS] t_1..t_n [EOS]`` ids of each sentence, its whitespace words cut to the first ``max_words`` before
+    encoding; also how many were cut."""
     if max_words < 1:
         raise SentenceDataError(f"max_words must be >= 1, got {max_words}")
     examples, capped = [], 0
     for sentence in sentences:
-        words = vocab.encode(sentence)
+        words = sentence.split()
         capped += len(words) > max_words
-        examples.append([vocab.BOS_ID, *words[:max_words], vocab.EOS_ID])
+        examples.append([vocab.bos_id, *vocab.encode(" ".join(words[:max_words])), vocab.eos_id])
     return examples, capped
 
 
-def _check_example(ids: Sequence[int]) -> None:
-    if len(ids) < 2 or ids[0] != WordVocabulary.BOS_ID or ids[-1] != WordVocabulary.EOS_ID:
+def word_counts(sentences: Iterable[str], max_words: int) -> list[int]:
+    """Whitespace words of each sentence after :func:`encode_sentences`' cap: per-word perplexity's count (+ 1 for
+    EOS), whatever the tokenizer."""
+    return [min(len(sentence.split()), max_words) for sentence in sentences]
+
+
+def _check_example(ids: Sequence[int], bos_id: int, eos_id: int) -> None:
+    if len(ids) < 2 or ids[0] != bos_id or ids[-1] != eos_id:
         raise SentenceDataError(f"a sentence example must be [BOS] words [EOS], got {list(ids)[:8]}...; build "
                                 "examples with encode_sentences")
 
@@ -168,11 +217,11 @@ class SentenceBatch:
 
 
 def sentence_batch(examples: Sequence[Sequence[int]]) -> SentenceBatch:
-    """One batch of ``[BOS] words [EOS]`` examples, padded to the longest."""
+    """One batch of ``[BOS] words [EOS]`` examples of a :class:`WordVocabulary`, padded to the longest."""
     if not examples:
         raise SentenceDataError("a batch needs at least one sentence")
     for ids in examples:
-        _check_example(ids)
+        _check_example(ids, WordVocabulary.BOS_ID, WordVocabulary.EOS_ID)
     n_words = torch.tensor([len(ids) - 2 for ids in examples], dtype=torch.long)
     inputs = torch.full((len(examples), int(n_words.max()) + 1), WordVocabulary.PAD_ID, dtype=torch.long)
     targets = inputs.clone()
@@ -198,24 +247,31 @@ def sentence_batches(sentences_ids: list[list[int]], batch_size: int, shuffle_se
 @dataclass(frozen=True, eq=False)
 class SentenceRows:
     """Picklable ``(item, epoch) -> decoder row`` for the trainer's row sets: example ``item`` as ``input_tokens``
-    / ``target_tokens`` / ``loss_weights`` padded to ``length`` positions (``data.pack`` re-packs them)."""
+    / ``target_tokens`` / ``loss_weights`` padded with ``pad_id`` to ``length`` positions (``data.pack`` re-packs
+    them), and its word count ``n_words``."""
 
     tokens: np.ndarray   # every example's ids, concatenated
     offsets: np.ndarray  # example i is tokens[offsets[i]:offsets[i + 1]]
+    n_words: np.ndarray  # example i's whitespace words (after capping)
     length: int
+    pad_id: int
 
     @classmethod
-    def from_examples(cls, examples: Sequence[Sequence[int]], length: int) -> SentenceRows:
-        """Rows of ``length`` positions; an example longer than ``length + 1`` tokens is refused."""
-        for ids in examples:
-            _check_example(ids)
+    def from_examples(cls, examples: Sequence[Sequence[int]], n_words: Sequence[int], vocab: SentenceVocabulary,
+                      length: int) -> SentenceRows:
+        """Rows of ``length`` positions for ``[BOS] tokens [EOS]`` examples of ``vocab`` with ``n_words`` words
+        each; an example longer than ``length + 1`` ids is refused."""
+        if len(n_words) != len(examples):
+            raise SentenceDataError(f"{len(n_words)} word counts for {len(examples)} examples; pass one each")
+        for index, ids in enumerate(examples):
+            _check_example(ids, vocab.bos_id, vocab.eos_id)
             if len(ids) - 1 > length:
-                raise SentenceDataError(f"an example of {len(ids) - 2} words needs {len(ids) - 1} positions, more "
-                                        f"than the rows' {length}: cap the words or lengthen the rows")
+                raise SentenceDataError(f"sentence {index + 1} needs {len(ids) - 1} positions (BOS + {len(ids) - 2} "
+                                        f"tokens), more than the rows' {length}: cap its words or use longer rows")
         sizes = np.array([len(ids) for ids in examples], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         tokens = np.fromiter((t for ids in examples for t in ids), dtype=np.int32, count=int(offsets[-1]))
-        return cls(tokens, offsets, length)
+        return cls(tokens, offsets, np.asarray(n_words, dtype=np.int64), length, vocab.pad_id)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -226,9 +282,10 @@ class SentenceRows:
             raise IndexError(f"sentence {item} out of range [0, {len(self)})")
         ids = self.tokens[self.offsets[item]:self.offsets[item + 1]].astype(np.int64)
         n = len(ids) - 1
-        row = {name: np.zeros(self.length, dtype=np.int64) for name in ("input_tokens", "target_tokens")}
+        row = {name: np.full(self.length, self.pad_id, dtype=np.int64) for name in ("input_tokens", "target_tokens")}
         row["input_tokens"][:n], row["target_tokens"][:n] = ids[:-1], ids[1:]
         row["loss_weights"] = (np.arange(self.length) < n).astype(np.int32)
+        row["n_words"] = np.asarray(self.n_words[item])
         return row
 
 

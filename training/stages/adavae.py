@@ -3,6 +3,9 @@
 - ``stage=finetune init_from=<GPT run>``: wrap the pre-trained GPT (``train stage=pretrain experiment=
   ptb_gpt_pretrain``; its run folder holds ``word_vocabulary.json``) in the VAE and train it: cyclic beta, free
   bits, the decoder side joining at ``objective.phase_two_fraction`` of the steps. The run keeps the vocabulary.
+  ``init_from=<local Hugging Face GPT-2 directory>`` (its ``config.json``, weights and tokenizer files) takes the
+  same path with that GPT-2 and its tokenizer (``data/gpt2_tokenizer.py``), which the run copies into
+  ``gpt2_tokenizer/``. Sentences needing more than the backbone's ``block_size`` positions are refused.
 - ``stage=evaluate init_from=<AdaVAE run>``: IW log-likelihood (``objective.iw_samples``), per-token and per-word
   PPL, -ELBO, KL, reconstruction, MI and AU on the whole ``data.test`` file in file order -> ``evaluation.json``.
 - ``stage=generate init_from=<AdaVAE run>``: sentences decoded from prior samples, from interpolations between
@@ -21,10 +24,18 @@ from omegaconf import DictConfig
 
 from ..checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
 from ..config import TrainConfigError, section
+from ..data.gpt2_tokenizer import TOKENIZER_DIR, GPT2TokenizerVocabulary
 from ..data.row_batches import row_set_eval_batches
-from ..data.sentences import VOCABULARY_FILE, SentenceDataError, WordVocabulary, read_sentences
+from ..data.sentences import (
+    VOCABULARY_FILE,
+    SentenceDataError,
+    SentenceVocabulary,
+    WordVocabulary,
+    read_sentences,
+)
 from ..models.adavae import AdaVAE, AdaVAEConfig
 from ..models.gpt import GPT
+from ..models.gpt_hf import gpt_from_hf_directory
 from ..vae.estimators import evaluate_vae
 from ..vae.task import VAESchedule, VAETask, sentence_view
 from .common import RunContext, model_from_checkpoint, start_run
@@ -43,24 +54,40 @@ def run_folder(checkpoint: str) -> Path:
     return path.parents[1]
 
 
-def _vocabulary(checkpoint: str) -> WordVocabulary:
-    path = run_folder(checkpoint) / VOCABULARY_FILE
+def _vocabulary(checkpoint: str) -> SentenceVocabulary:
+    """The vocabulary a GPT or AdaVAE run folder keeps: its copy of a GPT-2 tokenizer, else its word vocabulary."""
+    folder = run_folder(checkpoint)
     try:
-        return WordVocabulary.load(path)
-    except SentenceDataError as error:
-        raise TrainConfigError(f"init_from={checkpoint}: {error} (train the GPT with data=ptb so its run folder "
-                               "keeps the vocabulary)") from None
+        if (folder / TOKENIZER_DIR).is_dir():
+            return GPT2TokenizerVocabulary.load(folder)
+        return WordVocabulary.load(folder / VOCABULARY_FILE)
+    except (SentenceDataError, ImportError) as error:
+        raise TrainConfigError(f"init_from={checkpoint}: {error}") from None
 
 
-def _backbone(cfg: DictConfig) -> GPT:
+def _backbone(cfg: DictConfig) -> tuple[GPT, SentenceVocabulary]:
+    """The GPT to wrap and its vocabulary: a local Hugging Face GPT-2 directory (``config.json``, tokenizer files
+    beside the weights) or a c4prep GPT run."""
     if not cfg.init_from:
-        raise CheckpointError("model=adavae needs init_from=<pre-trained GPT run folder or checkpoint>: train one "
-                              "with `train stage=pretrain experiment=ptb_gpt_pretrain`")
-    state = load_checkpoint(cfg.init_from)
-    if state["model_spec"].get("name") != "gpt":
-        raise TrainConfigError(f"init_from={cfg.init_from} is a {state['model_spec'].get('name')} checkpoint; "
-                               "AdaVAE wraps a pre-trained GPT")
-    return model_from_checkpoint(state)
+        raise CheckpointError("model=adavae needs init_from=<pre-trained GPT run folder or checkpoint, or a local "
+                              "Hugging Face GPT-2 directory>: train one with `train stage=pretrain "
+                              "experiment=ptb_gpt_pretrain`")
+    init_from = str(cfg.init_from)
+    if (Path(init_from) / "config.json").is_file():
+        try:
+            backbone, vocab = gpt_from_hf_directory(init_from), GPT2TokenizerVocabulary.load(init_from)
+        except (ImportError, OSError, ValueError) as error:
+            raise TrainConfigError(f"init_from={init_from}: {error}") from None
+    else:
+        state = load_checkpoint(init_from)
+        if state["model_spec"].get("name") != "gpt":
+            raise TrainConfigError(f"init_from={init_from} is a {state['model_spec'].get('name')} checkpoint; "
+                                   "AdaVAE wraps a pre-trained GPT")
+        backbone, vocab = model_from_checkpoint(state), _vocabulary(init_from)
+    if vocab.vocab_size > backbone.config.vocab_size:
+        raise TrainConfigError(f"init_from={init_from}: the vocabulary has {vocab.vocab_size} ids, more than the "
+                               f"GPT's {backbone.config.vocab_size}; pair the GPT with its own vocabulary")
+    return backbone, vocab
 
 
 def _settings(cfg: DictConfig) -> dict[str, Any]:
@@ -81,15 +108,15 @@ def _task(cfg: DictConfig) -> VAETask:
 def run_adavae_train(cfg: DictConfig) -> dict[str, Any]:
     objective, data = section(cfg, "objective"), section(cfg, "data")
     ctx = start_run(cfg)
-    backbone = _backbone(cfg)
-    vocab = _vocabulary(cfg.init_from)
+    backbone, vocab = _backbone(cfg)
     settings = _settings(cfg)
     torch.manual_seed(int(cfg.seed))
     model = AdaVAE(backbone, AdaVAEConfig(**settings))
     backbone_spec = {k: v for k, v in asdict(backbone.config).items() if k != "vocab_size"}
     spec = {"name": "adavae", "vocab_size": backbone.config.vocab_size, "backbone": backbone_spec, **settings}
-    train = sentence_row_set(data, "train", vocab)
-    validation = sentence_row_set(data, "validation", vocab) if data.get("validation") else None
+    positions = backbone.config.block_size
+    train = sentence_row_set(data, "train", vocab, positions=positions)
+    validation = sentence_row_set(data, "validation", vocab, positions=positions) if data.get("validation") else None
     task = _task(cfg)
     trainer = row_set_trainer(cfg, ctx, train, validation, task, model, spec)  # optimizer over every phase's params
     total = ctx.settings.max_steps
@@ -97,12 +124,12 @@ def run_adavae_train(cfg: DictConfig) -> dict[str, Any]:
                                     int(objective["cycles"]), float(objective["ratio_zero"]),
                                     float(objective["ratio_increase"]), float(objective["beta_max"]))
     if ctx.env.is_main:
-        vocab.save(ctx.run_dir / VOCABULARY_FILE)
+        vocab.save(ctx.run_dir)
         log.info("AdaVAE parameters: %s", model.parameter_report())
     return {**fit_summary(ctx, trainer), "parameters": model.parameter_report()}
 
 
-def _trained_vae(cfg: DictConfig, ctx: RunContext) -> tuple[AdaVAE, WordVocabulary, int]:
+def _trained_vae(cfg: DictConfig, ctx: RunContext) -> tuple[AdaVAE, SentenceVocabulary, int]:
     if not cfg.init_from:
         raise CheckpointError(f"stage={cfg.stage} needs init_from=<AdaVAE run folder or checkpoint>")
     state = load_checkpoint(cfg.init_from)
@@ -117,7 +144,7 @@ def run_adavae_evaluate(cfg: DictConfig) -> dict[str, Any]:
     objective, data = section(cfg, "objective"), section(cfg, "data")
     ctx = start_run(cfg)
     model, vocab, step = _trained_vae(cfg, ctx)
-    rows = sentence_row_set(data, "test", vocab)
+    rows = sentence_row_set(data, "test", vocab, positions=model.backbone.config.block_size)
     batches = (sentence_view({k: v.to(ctx.device) for k, v in batch.items()})
                for batch in row_set_eval_batches(rows, 0, 1, ctx.settings.micro_batch_size))
     generator = torch.Generator().manual_seed(int(cfg.seed))
@@ -143,7 +170,7 @@ def run_adavae_generate(cfg: DictConfig) -> dict[str, Any]:
         raise TrainConfigError(f"objective.generate.sentences must be 3 line numbers of data.test (A, B, C of the "
                                f"analogy; A -> B is interpolated), got {picks}")
     a, b, c = (sentences[i] for i in picks)
-    means = _posterior_means(model, vocab, [a, b, c], ctx.device)
+    means = _posterior_means(model, vocab, data, [a, b, c], ctx.device)
     steps = int(generation["interpolation_steps"])
     weights = torch.linspace(0, 1, steps + 2, device=ctx.device)[:, None]
     interpolation = means[0] + weights * (means[1] - means[0])
@@ -152,7 +179,7 @@ def run_adavae_generate(cfg: DictConfig) -> dict[str, Any]:
     prior = torch.randn(int(generation["prior_samples"]), means.shape[1], generator=generator, device=ctx.device)
 
     def decode(z: torch.Tensor) -> list[str]:
-        ids = model.generate(z, vocab.BOS_ID, vocab.EOS_ID, int(generation["max_words"]),
+        ids = model.generate(z, vocab.bos_id, vocab.eos_id, int(generation["max_words"]),
                              greedy=bool(generation["greedy"]), top_k=generation.get("top_k"), generator=generator)
         return [vocab.decode(row) for row in ids]
 
@@ -165,13 +192,12 @@ def run_adavae_generate(cfg: DictConfig) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def _posterior_means(model: AdaVAE, vocab: WordVocabulary, sentences: list[str], device: torch.device):
-    ids = [[vocab.BOS_ID, *vocab.encode(s)] for s in sentences]
-    width = max(len(row) for row in ids)
-    inputs = torch.full((len(ids), width), vocab.PAD_ID, dtype=torch.long, device=device)
-    for index, row in enumerate(ids):
-        inputs[index, :len(row)] = torch.tensor(row, device=device)
-    mean, _ = model.encode(inputs, inputs != vocab.PAD_ID)
+def _posterior_means(model: AdaVAE, vocab: SentenceVocabulary, data: DictConfig, sentences: list[str],
+                     device: torch.device) -> torch.Tensor:
+    """Posterior means of ``sentences`` of ``data.test``, laid out (and masked) as the evaluation rows are."""
+    rows = sentence_row_set(data, "test", vocab, sentences, model.backbone.config.block_size)
+    view = sentence_view({k: v.to(device) for k, v in next(row_set_eval_batches(rows, 0, 1, len(sentences))).items()})
+    mean, _ = model.encode(view.inputs, view.input_mask)
     return mean
 
 

@@ -22,10 +22,12 @@ from ..data.sentences import (
     VOCABULARY_FILE,
     SentenceDataError,
     SentenceRows,
+    SentenceVocabulary,
     WordVocabulary,
     encode_sentences,
     packed_sentence_rows,
     read_sentences,
+    word_counts,
 )
 
 log = logging.getLogger(__name__)
@@ -79,15 +81,18 @@ def _sentences(data: DictConfig, key: str) -> list[str]:
         raise TrainConfigError(f"data.{key}: {error}") from None
 
 
-def sentence_row_set(data: DictConfig, key: str, vocab: WordVocabulary,
-                     sentences: list[str] | None = None) -> RowSet:
-    """The sentences of file ``data.<key>`` (or ``sentences`` read from it) as ``[BOS] words [EOS]`` rows of
-    ``data.max_words + 1`` positions over ``vocab``; the fingerprint covers the text and the word cap."""
+def sentence_row_set(data: DictConfig, key: str, vocab: SentenceVocabulary, sentences: list[str] | None = None,
+                     positions: int | None = None) -> RowSet:
+    """The sentences of file ``data.<key>`` (or ``sentences`` read from it), capped at ``data.max_words`` words, as
+    ``[BOS] tokens [EOS]`` rows over ``vocab`` with their word counts; rows of ``positions`` positions (default
+    ``data.max_words + 1``: one id per word), a sentence needing more is refused. The fingerprint covers the text
+    and the word cap."""
     max_words = int(data["max_words"])
     sentences = _sentences(data, key) if sentences is None else sentences
     try:
         examples, capped = encode_sentences(sentences, vocab, max_words)
-        rows = SentenceRows.from_examples(examples, max_words + 1)
+        rows = SentenceRows.from_examples(examples, word_counts(sentences, max_words), vocab,
+                                          max_words + 1 if positions is None else positions)
     except SentenceDataError as error:
         raise TrainConfigError(f"data.{key}: {error}") from None
     log.info("%s: %d sentences, %d capped at %d words", data[key], len(sentences), capped, max_words)

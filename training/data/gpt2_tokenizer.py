@@ -1,0 +1,79 @@
+"""A local Hugging Face GPT-2 tokenizer as a :class:`~c4prep.training.data.sentences.SentenceVocabulary`.
+
+Laid out as AdaVAE does (``../shared/reference/adavae.md`` §1.13): BOS = EOS = ``<|endoftext|>``. GPT-2 has no pad,
+so the EOS id is the pad value too; masks, never ids, mark padding, and EOS stays a scored target. A sentence is
+encoded after one leading space, as inside running text, so its first word gets the same ``Ġword`` tokens as the
+others; the text ``<|endoftext|>`` in a sentence is ordinary text, never EOS. Only local files are read.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ..models.gpt_hf import _import_transformers
+from .sentences import SentenceDataError
+
+TOKENIZER_DIR = "gpt2_tokenizer"
+"""Folder of an AdaVAE run folder that keeps a copy of its backbone's GPT-2 tokenizer."""
+
+
+class GPT2TokenizerVocabulary:
+    """A ``GPT2TokenizerFast`` with the sentence layout above (BOS = EOS = PAD = its EOS id)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        if tokenizer.eos_token_id is None:
+            raise SentenceDataError(f"the GPT-2 tokenizer has no id for its EOS token {tokenizer.eos_token!r}; add "
+                                    "<|endoftext|> to its vocab.json")
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def load(cls, path: str | Path) -> GPT2TokenizerVocabulary:
+        """The tokenizer files (``vocab.json`` + ``merges.txt``, or ``tokenizer.json``) of a Hugging Face GPT-2
+        directory, or the copy in a run folder written by :meth:`save`."""
+        directory = Path(path) / TOKENIZER_DIR if (Path(path) / TOKENIZER_DIR).is_dir() else Path(path)
+        transformers = _import_transformers()
+        if not directory.is_dir():  # transformers would take the name for a Hub model id
+            raise SentenceDataError(f"no GPT-2 tokenizer directory at {directory}: pass a local directory")
+        try:
+            tokenizer = transformers.GPT2TokenizerFast.from_pretrained(directory, local_files_only=True)
+        except (OSError, ValueError, TypeError):
+            raise SentenceDataError(f"cannot load a GPT-2 tokenizer from {directory}: it needs vocab.json and "
+                                    "merges.txt, or tokenizer.json (save_pretrained writes them)") from None
+        return cls(tokenizer)
+
+    def save(self, path: str | Path) -> None:
+        """Copy the tokenizer files into the run folder ``path`` (its ``gpt2_tokenizer/``)."""
+        self.tokenizer.save_pretrained(Path(path) / TOKENIZER_DIR)
+
+    @property
+    def bos_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def eos_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def pad_id(self) -> int:
+        return self.tokenizer.eos_token_id
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokenizer)
+
+    def encode(self, sentence: str) -> list[int]:
+        """Token ids of ``" " + sentence`` (no BOS/EOS)."""
+        return self.tokenizer(" " + sentence, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids`` up to the first EOS, stripped (of the leading space :meth:`encode` adds)."""
+        tokens = []
+        for token in ids:
+            token = int(token)
+            if not 0 <= token < self.vocab_size:
+                raise SentenceDataError(f"token id {token} is outside the tokenizer's [0, {self.vocab_size})")
+            if token == self.eos_id:
+                break
+            tokens.append(token)
+        return self.tokenizer.decode(tokens).strip()
