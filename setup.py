@@ -47,8 +47,10 @@ setup(
     ],
     extras_require={
         # transformers 4.x: its slow T5Tokenizer reads our .model without torch (5.x needs protobuf>=7, Beam <7).
-        "test": ["pytest>=8", "transformers>=4.40,<5"],
+        # Beam's dask and gcp extras: the tests run the job on a real Dask cluster and dry-run it for Dataflow.
+        "test": ["pytest>=8", "transformers>=4.40,<5", f"apache-beam[dask,gcp]=={BEAM_VERSION}"],
         "gcp": [f"apache-beam[gcp]=={BEAM_VERSION}"],
+        "dask": [f"apache-beam[dask]=={BEAM_VERSION}"],
     },
     entry_points={"console_scripts": ["c4prep=c4prep.cli:main", "train=c4prep.training.cli:main"]},
 )

@@ -2,26 +2,46 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Iterable
 
+import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
+from apache_beam.options.pipeline_options import (
+    PipelineOptions,
+    PortableOptions,
+    SetupOptions,
+    StandardOptions,
+    TestOptions,
+)
+from apache_beam.portability.api import beam_runner_api_pb2
+from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
+from apache_beam.runners.portability.portable_runner import PortableRunner
+from apache_beam.transforms.environments import Environment
 
 from c4prep.manifest import Counters
 from c4prep.shards import ShardInfo, atomic_output, join_uri
 
 REMOTE_RUNNERS = ("DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
+DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+RUNNER_ALIASES = {"DaskRunner": DASK_RUNNER}  # Beam knows its DaskRunner only by the full class path
 INFO_SUFFIX = ".info.json"
 
 
 class RunnerSetupError(ValueError):
-    """The runner cannot get the c4prep package onto its workers (the message says what to pass)."""
+    """The runner cannot run this job as set up (the message says what to pass or install)."""
+
+
+def is_dask_runner(runner: str) -> bool:
+    return RUNNER_ALIASES.get(runner, runner) == DASK_RUNNER
 
 
 def pipeline_options(runner: str, beam_args: list[str]) -> PipelineOptions:
     """Beam options: the runner plus every pass-through flag; remote runners get the package shipped."""
+    runner = RUNNER_ALIASES.get(runner, runner)
     options = PipelineOptions(["--runner", runner, *beam_args])
     setup = options.view_as(SetupOptions)
     if runner in REMOTE_RUNNERS and not setup.setup_file and not options.get_all_options().get("sdk_container_image"):
@@ -34,28 +54,97 @@ def pipeline_options(runner: str, beam_args: list[str]) -> PipelineOptions:
     return options
 
 
+def new_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    """A pipeline for the options; a runner that cannot load or rejects the options stops with one line."""
+    runner = options.view_as(StandardOptions).runner
+    try:
+        pipeline = beam.Pipeline(options=options)
+    except ImportError as error:  # e.g. DaskRunner without Dask
+        hint = ": pip install 'c4prep[dask]'" if is_dask_runner(runner) else ""
+        raise RunnerSetupError(f"{runner} cannot load ({error}){hint}") from None
+    except ValueError as error:  # Beam's option validation, e.g. an invalid Dataflow project id
+        raise RunnerSetupError(" ".join(str(error).split())) from None
+    if isinstance(pipeline.runner, DataflowRunner):
+        try:  # DataflowRunner imports the Google Cloud client libraries only when the job is submitted
+            import apache_beam.runners.dataflow.internal.apiclient  # noqa: F401
+        except ImportError as error:
+            raise RunnerSetupError(f"DataflowRunner needs the Google Cloud libraries ({error}): "
+                                   "pip install 'c4prep[gcp]'") from None
+    return pipeline
+
+
+def is_dry_run(options: PipelineOptions) -> bool:
+    """Beam's --dry_run (as Beam reads it): build and validate the job, run nothing."""
+    return bool(options.view_as(TestOptions).dry_run)
+
+
+def dry_run(pipeline: beam.Pipeline, options: PipelineOptions) -> beam_runner_api_pb2.Pipeline:
+    """The job graph the runner would execute (Beam runner API proto), built and validated without running it.
+
+    DataflowRunner goes through Beam's own dry run: option checks, Dataflow's graph rewrites and the packaging of
+    the worker dependencies, all without contacting Google. Portable runners (Flink, Spark) get the graph they
+    would submit to their job server, with the worker environment and packaged dependencies; others the plain graph.
+    """
+    if isinstance(pipeline.runner, DataflowRunner):
+        return pipeline.run().job.proto_pipeline
+    if isinstance(pipeline.runner, PortableRunner):
+        return pipeline.to_runner_api(default_environment=Environment.from_options(options.view_as(PortableOptions)))
+    return pipeline.to_runner_api()
+
+
+def run_to_completion(pipeline: beam.Pipeline, options: PipelineOptions) -> Counters:
+    """Run the job, wait for it to finish and return its counters, on any runner (DaskRunner included)."""
+    if is_dask_runner(options.view_as(StandardOptions).runner):
+        from c4prep.dask_runs import run_on_dask
+
+        return run_on_dask(pipeline, options)
+    result = pipeline.run()
+    result.wait_until_finish()
+    return collect_counters(result)
+
+
+def _dask_task_recorder():
+    """Inside a Dask task of a c4prep job: where counter bumps go (Beam's DaskRunner drops Beam metrics)."""
+    if "distributed" not in sys.modules:  # not in a Dask worker: skip the import
+        return None
+    from c4prep.dask_runs import task_counter_recorder
+
+    return task_counter_recorder()
+
+
 class CounterCache:
-    """Beam counters of one namespace, created once per worker."""
+    """Counters of one namespace: Beam metrics, or the Dask task's counts under the DaskRunner (`dask_runs`)."""
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
         self._counters: dict = {}
+        self._task_recorder = _dask_task_recorder()
 
     def inc(self, name: str, value: int = 1) -> None:
+        if self._task_recorder is not None:
+            self._task_recorder(self.namespace, name, value)
+            return
         counter = self._counters.get(name)
         if counter is None:
             counter = self._counters[name] = Metrics.counter(self.namespace, name)
         counter.inc(value)
 
 
+def sum_counters(counts: Iterable[tuple[str, str, int]]) -> Counters:
+    """(namespace, name, value) counts summed into counters: namespace -> name -> value, sorted."""
+    counters: Counters = {}
+    for namespace, name, value in counts:
+        names = counters.setdefault(namespace, {})
+        names[name] = names.get(name, 0) + value
+    return {namespace: dict(sorted(names.items())) for namespace, names in sorted(counters.items())}
+
+
 def collect_counters(result) -> Counters:
     """A finished job's counters summed over steps: namespace -> name -> value."""
-    counters: Counters = {}
-    for metric in result.metrics().query()["counters"]:
-        value = metric.committed if metric.committed is not None else metric.attempted
-        names = counters.setdefault(metric.key.metric.namespace, {})
-        names[metric.key.metric.name] = names.get(metric.key.metric.name, 0) + int(value or 0)
-    return {namespace: dict(sorted(names.items())) for namespace, names in sorted(counters.items())}
+    return sum_counters(
+        (metric.key.metric.namespace, metric.key.metric.name,
+         int((metric.committed if metric.committed is not None else metric.attempted) or 0))
+        for metric in result.metrics().query()["counters"])
 
 
 def write_info_file(directory: str, info: ShardInfo) -> None:

@@ -29,8 +29,9 @@ SPLITS = ("train", "validation")
 class ReadInputFiles(beam.PTransform):
     """File patterns (or a file listing paths) -> `RawRecord`s; unreadable input is counted and skipped.
 
-    Patterns are expanded on the workers (`MatchAll`) and the paths reshuffled, so a listing of tens of thousands
-    of WET files never becomes a huge `Create` in the job graph.
+    Patterns are expanded and the path list is read on the workers (`MatchAll`, `ReadAllFromText`, which every
+    runner supports, Dask included), and the paths reshuffled, so a listing of tens of thousands of WET files never
+    becomes a huge `Create` in the job graph.
     """
 
     def __init__(self, patterns: list[str], path_list: str | None = None, path_prefix: str = "") -> None:
@@ -44,8 +45,8 @@ class ReadInputFiles(beam.PTransform):
             prefix = self.path_prefix
             patterns = (
                 pbegin
-                | "ReadPathList" >> beam.io.ReadFromText(
-                    self.path_list, compression_type=CompressionTypes.AUTO, validate=False)
+                | "PathList" >> beam.Create([self.path_list])
+                | "ReadPathList" >> beam.io.ReadAllFromText(compression_type=CompressionTypes.AUTO)
                 | "PrefixPaths" >> beam.Map(lambda line: prefix + line.strip())
                 | "SkipBlankPaths" >> beam.Filter(lambda path: path != prefix)
             )
@@ -214,7 +215,8 @@ class WriteDocumentShards(beam.PTransform):
         self.num_shards = num_shards
 
     def expand(self, pages):
-        rows = pages | "ToRow" >> beam.Map(lambda page: (c4_rules.split_for_url(page.normalized_url), document_row(page)))
+        rows = pages | "ToRow" >> beam.Map(
+            lambda page: (c4_rules.split_for_url(page.normalized_url), document_row(page)))
         if self.num_shards is None:
             shard_counts = (
                 rows

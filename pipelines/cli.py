@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from .run_c4 import RunConfig
 
 DEFAULT_OUTPUT = "c4prep_data/c4/en"  # later stages read from here by default
 
@@ -44,8 +48,12 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     """Build a C4 corpus (default: `en`): WET in, cleaned sharded Arrow out.
 
     Any other option (e.g. --project, --region, --temp_location, --direct_num_workers) is passed to Beam.
+    With --dry_run=True the job is built and validated for the runner but not run; --dataflow_job_file=FILE then
+    receives its job graph.
     """
-    from c4prep.beam_runs import RunnerSetupError
+    from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions
+
+    from c4prep.beam_runs import RunnerSetupError, is_dry_run
     from c4prep.manifest import ManifestError
 
     from .funnel import format_funnel
@@ -64,6 +72,13 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
         raise click.ClickException(str(error)) from None
     config = RunConfig(output=output, inputs=list(inputs), path_list=input_list, path_prefix=input_prefix,
                        num_shards=_parse_num_shards(num_shards), runner=runner, variant=corpus_variant)
+    beam_options = PipelineOptions(ctx.args)
+    if is_dry_run(beam_options):
+        try:
+            _dry_run(config, ctx.args, beam_options.view_as(DebugOptions).dataflow_job_file)
+        except RunnerSetupError as error:
+            raise click.ClickException(str(error)) from None
+        return
     click.echo(f"Running the C4 {corpus_variant.name} pipeline on {runner} -> {output}")
     started = time.monotonic()
     try:
@@ -78,3 +93,19 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
         click.echo(f"  {split}: {stats.num_rows:,} documents, {stats.num_bytes:,} bytes, {stats.num_shards} shards")
     click.echo(f"Manifest: {output.rstrip('/')}/manifest.json")
     click.echo(f"Done in {elapsed:.1f} s ({result.funnel.pages_in / max(elapsed, 1e-9):,.0f} raw pages/s).")
+
+
+def _dry_run(config: RunConfig, beam_args: list[str], job_file: str | None) -> None:
+    """Build and validate the job without running it; report its size and write its graph to `job_file`."""
+    from pathlib import Path
+
+    from google.protobuf import json_format
+
+    from .run_c4 import dry_run_c4
+
+    graph = json_format.MessageToJson(dry_run_c4(config, beam_args), sort_keys=True)
+    click.echo(f"Dry run on {config.runner}: the job was built and validated; nothing ran, input and output were "
+               f"not touched. Job graph: {len(graph.encode('utf-8')):,} bytes of JSON.")
+    if job_file:
+        Path(job_file).write_text(graph, encoding="utf-8")
+        click.echo(f"Job graph written to {job_file}")

@@ -6,16 +6,25 @@ from importlib import resources
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.portability.api import beam_runner_api_pb2
 
-from c4prep.beam_runs import collect_counters, pipeline_options, read_shard_infos
+from c4prep.beam_runs import (
+    RunnerSetupError,
+    dry_run,
+    is_dask_runner,
+    new_pipeline,
+    pipeline_options,
+    read_shard_infos,
+    run_to_completion,
+)
 from c4prep.manifest import Manifest, build_manifest, commit_output, new_staging_uri, remove_stale_staging
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, write_shard
 
 from . import c4_rules
+from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
 from .beam_dedup import dedup_transform
 from .beam_near_dedup import NearDedup
-from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
 from .funnel import Funnel, build_funnel
 from .variants import BUNDLED, CorpusVariant, load_variant
 
@@ -105,17 +114,32 @@ def complete_empty_shards(staging_dir: str, infos: list[ShardInfo], num_shards: 
     return sorted(infos, key=lambda info: info.name)
 
 
+def check_runner(config: RunConfig) -> None:
+    """Fail fast on a runner that cannot run this configuration."""
+    if is_dask_runner(config.runner) and config.num_shards is None:
+        raise RunnerSetupError("DaskRunner needs a fixed --num-shards N: Beam's DaskRunner would recompute the whole "
+                               "pipeline inside every task to find the automatic shard count")
+
+
+def dry_run_c4(config: RunConfig, beam_args: list[str] | None = None) -> beam_runner_api_pb2.Pipeline:
+    """Build and validate the job for its runner without running it or touching input and output; the job graph."""
+    check_runner(config)
+    options = pipeline_options(config.runner, list(beam_args or []))
+    pipeline = new_pipeline(options)
+    build_c4_pipeline(pipeline, config, new_staging_uri(config.output))
+    return dry_run(pipeline, options)
+
+
 def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     """Run the pipeline to completion and atomically replace `config.output` with its shards and manifest."""
+    check_runner(config)
     check_inputs(config)
     options = pipeline_options(config.runner, list(beam_args or []))
+    pipeline = new_pipeline(options)
     remove_stale_staging(config.output)
     staging_dir = new_staging_uri(config.output)
-    pipeline = beam.Pipeline(options=options)
     build_c4_pipeline(pipeline, config, staging_dir)
-    result = pipeline.run()
-    result.wait_until_finish()
-    counters = collect_counters(result)
+    counters = run_to_completion(pipeline, options)
     funnel = build_funnel(counters)
     infos = complete_empty_shards(staging_dir, read_shard_infos(staging_dir), config.num_shards)
     manifest = build_manifest(

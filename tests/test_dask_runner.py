@@ -1,0 +1,219 @@
+"""The C4 pipeline on Beam's DaskRunner against a real Dask cluster: a `dask scheduler` and two single-thread
+`dask worker` processes on loopback. The shards and counters must equal the DirectRunner's on the same input, also
+when a worker process is killed while it runs the job's tasks."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import NamedTuple
+
+import pyarrow as pa
+import pytest
+
+from c4prep.beam_runs import RunnerSetupError
+from c4prep.manifest import read_manifest
+from c4prep.pipelines.run_c4 import RunConfig, run_c4
+
+distributed = pytest.importorskip("distributed", reason="Dask is not installed: pip install 'apache-beam[dask]'")
+
+from c4prep.dask_runs import sum_task_counts  # noqa: E402  (needs Dask)
+
+SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
+NUM_PARTS = 4
+NUM_SHARDS = 4
+START_TIMEOUT_S = 60
+
+
+class DaskCluster(NamedTuple):
+    address: str
+    scheduler_file: Path
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen:
+    """A `dask` command in its own process group (so that teardown also stops the nanny's worker process)."""
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "dask", *args], stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _scheduler_address(scheduler_file: Path, scheduler: subprocess.Popen, log: Path) -> str:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if scheduler.poll() is not None:
+            raise RuntimeError(f"dask scheduler exited: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            return json.loads(scheduler_file.read_text())["address"]
+        except (FileNotFoundError, json.JSONDecodeError, KeyError):
+            time.sleep(0.1)
+    raise RuntimeError(f"dask scheduler did not start in {START_TIMEOUT_S} s")
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """Scheduler on a free loopback port (port 0, address read back from its scheduler file) and two workers."""
+    folder = tmp_path_factory.mktemp("dask")
+    scheduler_file = folder / "scheduler.json"
+    processes = []
+    try:
+        scheduler = _start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                            "--scheduler-file", str(scheduler_file)], folder / "scheduler.log")
+        processes.append(scheduler)
+        address = _scheduler_address(scheduler_file, scheduler, folder / "scheduler.log")
+        for index in range(2):
+            processes.append(_start(["worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
+                                     "--local-directory", str(folder / f"worker{index}")],
+                                    folder / f"worker{index}.log"))
+        with distributed.Client(address, timeout=START_TIMEOUT_S) as client:
+            client.wait_for_workers(2, timeout=START_TIMEOUT_S)
+        yield DaskCluster(address, scheduler_file)
+    finally:
+        for process in reversed(processes):
+            _stop(process)
+
+
+def _gzip_members(data: bytes) -> list[bytes]:
+    members, start = [], 0
+    while start < len(data):
+        inflater = zlib.decompressobj(31)
+        inflater.decompress(data[start:])
+        end = len(data) - len(inflater.unused_data)
+        members.append(data[start:end])
+        start = end
+    return members
+
+
+@pytest.fixture(scope="module")
+def sample_parts(tmp_path_factory, webdata) -> list[str]:
+    """The real WET sample cut at record (gzip member) boundaries into 4 files, for 4 parallel Dask partitions."""
+    folder = tmp_path_factory.mktemp("parts")
+    members = _gzip_members((webdata / SAMPLE_NAME).read_bytes())
+    paths = []
+    for index in range(NUM_PARTS):
+        path = folder / f"part-{index}.warc.wet.gz"
+        path.write_bytes(b"".join(members[index::NUM_PARTS]))
+        paths.append(str(path))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def path_list(tmp_path_factory, sample_parts) -> str:
+    listing = tmp_path_factory.mktemp("list") / "wet.paths"
+    listing.write_text("".join(f"{path}\n" for path in sample_parts))
+    return str(listing)
+
+
+@pytest.fixture(scope="module")
+def direct_output(tmp_path_factory, path_list) -> Path:
+    output = tmp_path_factory.mktemp("direct") / "en"
+    run_c4(RunConfig(output=str(output), path_list=path_list, num_shards=NUM_SHARDS))
+    return output
+
+
+def _shard_tables(folder: Path) -> dict[str, pa.Table]:
+    tables = {}
+    for path in sorted(folder.glob("*.arrow")):
+        with pa.memory_map(str(path)) as source:
+            tables[path.name] = pa.ipc.open_file(source).read_all()
+    return tables
+
+
+def _assert_same_output(output: Path, reference: Path) -> None:
+    """Same shards (read with pyarrow, and byte for byte), same manifest counters, nothing else in the folder."""
+    tables, expected = _shard_tables(output), _shard_tables(reference)
+    assert tables.keys() == expected.keys()
+    for name, table in tables.items():
+        assert table.equals(expected[name]), name
+        assert (output / name).read_bytes() == (reference / name).read_bytes(), name
+    manifest, reference_manifest = read_manifest(str(output)), read_manifest(str(reference))
+    urls = [url for table in tables.values() for url in table.column("url").to_pylist()]
+    assert len(urls) == len(set(urls)) == sum(split.num_rows for split in reference_manifest.splits.values()) > 50
+    assert manifest.counters == reference_manifest.counters
+    assert manifest.counters["read-input"] == {"files": NUM_PARTS, "records": 335}
+    assert sorted(path.name for path in output.iterdir()) == sorted(path.name for path in reference.iterdir())
+
+
+def test_dask_cluster_gives_the_direct_runner_shards_and_counters(dask_cluster, path_list, direct_output, tmp_path):
+    with distributed.Client(dask_cluster.address) as client:
+        executed_before = client.run(lambda dask_worker: dask_worker.state.executed_count)
+    output = tmp_path / "dask"
+    result = run_c4(RunConfig(output=str(output), path_list=path_list, num_shards=NUM_SHARDS, runner="DaskRunner"),
+                    [f"--dask_client_address={dask_cluster.address}"])
+    assert result.funnel.reconciled and result.funnel.pages_in == 335
+    _assert_same_output(output, direct_output)
+    with distributed.Client(dask_cluster.address) as client:
+        executed_after = client.run(lambda dask_worker: dask_worker.state.executed_count)
+    assert sum(executed_after.values()) > sum(executed_before.values())  # the cluster ran the job, not the driver
+
+
+def _kill_first_busy_worker(address: str, done: threading.Event, killed: dict) -> None:
+    """SIGKILL the process of the first worker seen executing a task (the nanny then starts a fresh one)."""
+    with distributed.Client(address) as client:
+        while not done.is_set():
+            running = client.run(lambda dask_worker: (os.getpid(), [str(ts.key) for ts in dask_worker.state.executing]))
+            for worker, (pid, keys) in running.items():
+                if keys:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.update(worker=worker, pid=pid, tasks=keys)
+                    return
+            time.sleep(0.02)
+
+
+def test_killed_worker_is_recovered_without_lost_or_duplicated_records(dask_cluster, sample_parts, direct_output,
+                                                                       tmp_path):
+    output = tmp_path / "dask-killed"
+    done, killed = threading.Event(), {}
+    killer = threading.Thread(target=_kill_first_busy_worker, args=(dask_cluster.address, done, killed))
+    killer.start()
+    try:
+        result = run_c4(RunConfig(output=str(output), inputs=sample_parts, num_shards=NUM_SHARDS, runner="DaskRunner"),
+                        [f"--dask_scheduler_file={dask_cluster.scheduler_file}", f"--dask_npartitions={NUM_PARTS}"])
+    finally:
+        done.set()
+        killer.join()
+    assert killed, "no worker was seen running a task, so none was killed"
+    assert not _process_alive(killed["pid"])
+    # Exactly-once counters (a re-run task replaces its report) and identical shards: nothing lost or duplicated.
+    assert result.funnel.reconciled and result.funnel.pages_in == 335
+    _assert_same_output(output, direct_output)
+    with distributed.Client(dask_cluster.address) as client:
+        client.wait_for_workers(2, timeout=START_TIMEOUT_S)
+        assert killed["worker"] not in client.scheduler_info()["workers"]  # the nanny's fresh worker replaced it
+
+
+def _process_alive(pid: int) -> bool:
+    import psutil
+
+    return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+
+
+def test_dask_runner_needs_a_cluster_and_fixed_shards(tmp_path, webdata):
+    config = RunConfig(output=str(tmp_path), inputs=[str(webdata / SAMPLE_NAME)], runner="DaskRunner")
+    with pytest.raises(RunnerSetupError, match="DaskRunner needs a fixed --num-shards N"):
+        run_c4(config)
+    config.num_shards = 2
+    with pytest.raises(RunnerSetupError, match="DaskRunner needs a running cluster: pass --dask_client_address"):
+        run_c4(config)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_task_counts_sum_per_namespace():
+    reports = [{"clean-page": {"passed": 2, "line-in": 5}}, {"clean-page": {"passed": 1}, "read-input": {"files": 1}}]
+    assert sum_task_counts(reports) == {"clean-page": {"line-in": 5, "passed": 3}, "read-input": {"files": 1}}
