@@ -75,3 +75,43 @@ def ptb_ids(ptb_vocab, shared_data: Path):
 
     lines = (shared_data / "ptb" / "valid.txt").read_text().splitlines()
     return np.concatenate(ptb_vocab.encode_arrays(lines, add_eos=True)).astype(np.int32)
+
+
+TRAIN_QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.num_workers=0", "trainer.log_every=1",
+               "trainer.device=cpu"]
+
+
+@pytest.fixture(scope="session")
+def ptb_small(shared_data: Path, tmp_path_factory) -> list[str]:
+    """The first 300 / 40 / 25 sentences of PTB train / valid / test, as `train` data overrides."""
+    folder = tmp_path_factory.mktemp("ptb")
+    for split, count in (("train", 300), ("valid", 40), ("test", 25)):
+        lines = (shared_data / "ptb" / f"{split}.txt").read_text().splitlines()[:count]
+        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return [f"data.train={folder / 'train.txt'}", f"data.validation={folder / 'valid.txt'}",
+            f"data.test={folder / 'test.txt'}"]
+
+
+@pytest.fixture(scope="session")
+def ptb_gpt_run(ptb_small: list[str], tmp_path_factory) -> Path:
+    """A 3-step word-level gpt_tiny LM on the small PTB split (the AdaVAE backbone)."""
+    from c4prep.training.cli import main
+
+    run_dir = tmp_path_factory.mktemp("gpt") / "lm"
+    assert main(["experiment=ptb_gpt_pretrain", "model=gpt_tiny", "model.block_size=65", "trainer.max_steps=3",
+                 "trainer.eval_every=0", "trainer.global_batch_size=16", "trainer.micro_batch_size=16",
+                 "schedule.options.warmup_steps=1", *ptb_small, f"output_dir={run_dir}", *TRAIN_QUIET]) == 0
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def adavae_run(ptb_gpt_run: Path, ptb_small: list[str], tmp_path_factory) -> Path:
+    """An AdaVAE around `ptb_gpt_run`, 8 steps (validated at steps 4 and 8), latent size 8."""
+    from c4prep.training.cli import main
+
+    run_dir = tmp_path_factory.mktemp("vae") / "adavae"
+    assert main(["experiment=adavae_ptb", f"init_from={ptb_gpt_run}", "model.latent_size=8", "model.adapter_size=8",
+                 "trainer.max_steps=8", "trainer.eval_every=4", "trainer.global_batch_size=16",
+                 "trainer.micro_batch_size=8", "schedule.options.warmup_steps=2", *ptb_small,
+                 f"output_dir={run_dir}", *TRAIN_QUIET]) == 0
+    return run_dir

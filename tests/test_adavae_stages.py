@@ -2,64 +2,31 @@
 (IW-NLL, PPL, -ELBO, MI, AU on the whole test file) -> generate."""
 import json
 import math
-from pathlib import Path
 
 import pytest
 from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.cli import main
+from conftest import TRAIN_QUIET
 from c4prep.training.metrics_log import read_metrics
 
-QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.num_workers=0", "trainer.log_every=1",
-         "trainer.device=cpu"]
 
-
-@pytest.fixture(scope="module")
-def ptb_small(shared_data, tmp_path_factory) -> list[str]:
-    """The first 300 / 40 / 25 sentences of PTB train / valid / test as data overrides."""
-    folder = tmp_path_factory.mktemp("ptb")
-    for split, count in (("train", 300), ("valid", 40), ("test", 25)):
-        lines = (shared_data / "ptb" / f"{split}.txt").read_text().splitlines()[:count]
-        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    return [f"data.train={folder / 'train.txt'}", f"data.validation={folder / 'valid.txt'}",
-            f"data.test={folder / 'test.txt'}"]
-
-
-@pytest.fixture(scope="module")
-def backbone_run(ptb_small, tmp_path_factory) -> Path:
-    run_dir = tmp_path_factory.mktemp("gpt") / "lm"
-    assert main(["experiment=ptb_gpt_pretrain", "model=gpt_tiny", "model.block_size=65", "trainer.max_steps=3",
-                 "trainer.eval_every=0", "trainer.global_batch_size=16", "trainer.micro_batch_size=16",
-                 "schedule.options.warmup_steps=1", *ptb_small, f"output_dir={run_dir}", *QUIET]) == 0
-    return run_dir
-
-
-@pytest.fixture(scope="module")
-def vae_run(backbone_run, ptb_small, tmp_path_factory) -> Path:
-    run_dir = tmp_path_factory.mktemp("vae") / "adavae"
-    assert main(["experiment=adavae_ptb", f"init_from={backbone_run}", "model.latent_size=8", "model.adapter_size=8",
-                 "trainer.max_steps=8", "trainer.eval_every=4", "trainer.global_batch_size=16",
-                 "trainer.micro_batch_size=8", "schedule.options.warmup_steps=2", *ptb_small,
-                 f"output_dir={run_dir}", *QUIET]) == 0
-    return run_dir
-
-
-def test_adavae_trains_from_the_pretrained_gpt_and_keeps_the_backbone_frozen(vae_run, backbone_run):
-    train = [r["metrics"] for r in read_metrics(vae_run / "metrics.jsonl") if r["split"] == "train"]
+def test_adavae_trains_from_the_pretrained_gpt_and_keeps_the_backbone_frozen(adavae_run, ptb_gpt_run):
+    train = [r["metrics"] for r in read_metrics(adavae_run / "metrics.jsonl") if r["split"] == "train"]
     assert len(train) == 8 and all(math.isfinite(m["loss"]) for m in train)
-    validation = [r["metrics"] for r in read_metrics(vae_run / "metrics.jsonl") if r["split"] == "validation"]
+    validation = [r["metrics"] for r in read_metrics(adavae_run / "metrics.jsonl") if r["split"] == "validation"]
     assert len(validation) == 2 and all(v["loss"] == pytest.approx(v["kl"] + v["reconstruction"]) for v in validation)
-    vae, gpt = load_checkpoint(vae_run), load_checkpoint(backbone_run)
+    vae, gpt = load_checkpoint(adavae_run), load_checkpoint(ptb_gpt_run)
     assert vae["model_spec"]["name"] == "adavae" and vae["model_spec"]["backbone"]["n_layer"] == 2
     norms = {name for name in gpt["model"] if name.split(".")[-2].startswith("ln")}
     frozen = [name for name in gpt["model"] if name not in norms]
     assert frozen and all(vae["model"][f"backbone.{name}"].equal(gpt["model"][name]) for name in frozen)
     assert any(not vae["model"][f"backbone.{name}"].equal(gpt["model"][name]) for name in norms)
-    assert (vae_run / "word_vocabulary.json").read_text() == (backbone_run / "word_vocabulary.json").read_text()
+    assert (adavae_run / "word_vocabulary.json").read_text() == (ptb_gpt_run / "word_vocabulary.json").read_text()
 
 
-def test_adavae_evaluates_the_whole_test_file_deterministically(vae_run, ptb_small, tmp_path):
-    args = ["experiment=adavae_ptb", "stage=evaluate", f"init_from={vae_run}", "objective.iw_samples=6",
-            "objective.iw_chunk=4", *ptb_small, *QUIET]
+def test_adavae_evaluates_the_whole_test_file_deterministically(adavae_run, ptb_small, tmp_path):
+    args = ["experiment=adavae_ptb", "stage=evaluate", f"init_from={adavae_run}", "objective.iw_samples=6",
+            "objective.iw_chunk=4", *ptb_small, *TRAIN_QUIET]
     assert main([*args, f"output_dir={tmp_path / 'a'}", "trainer.micro_batch_size=7"]) == 0
     assert main([*args, f"output_dir={tmp_path / 'b'}", "trainer.micro_batch_size=25"]) == 0
     first = json.loads((tmp_path / "a" / "evaluation.json").read_text())
@@ -72,20 +39,21 @@ def test_adavae_evaluates_the_whole_test_file_deterministically(vae_run, ptb_sma
     assert 0 <= first["au"] <= 8 and first["parameters"]["trainable"] < first["parameters"]["total"]
 
 
-def test_adavae_generates_interpolations_analogies_and_prior_samples(vae_run, ptb_small, tmp_path, capsys):
-    assert main(["experiment=adavae_ptb", "stage=generate", f"init_from={vae_run}", "objective.generate.max_words=6",
-                 "objective.generate.interpolation_steps=3", *ptb_small, f"output_dir={tmp_path}", *QUIET]) == 0
+def test_adavae_generates_interpolations_analogies_and_prior_samples(adavae_run, ptb_small, tmp_path, capsys):
+    assert main(["experiment=adavae_ptb", "stage=generate", f"init_from={adavae_run}", "objective.generate.max_words=6",
+                 "objective.generate.interpolation_steps=3", *ptb_small, f"output_dir={tmp_path}", *TRAIN_QUIET]) == 0
     result = json.loads((tmp_path / "generation.json").read_text())
     assert len(result["interpolation"]) == 5 and len(result["prior"]) == 5 and isinstance(result["analogy"], str)
     assert all(len(s.split()) <= 6 for s in result["interpolation"] + result["prior"])
     assert "interpolation (A -> B):" in capsys.readouterr().out
 
 
-def test_adavae_needs_a_gpt_backbone(vae_run, ptb_small, tmp_path, capsys):
-    assert main(["experiment=adavae_ptb", "trainer.max_steps=1", *ptb_small, f"output_dir={tmp_path}", *QUIET]) == 2
+def test_adavae_needs_a_gpt_backbone(adavae_run, ptb_small, tmp_path, capsys):
+    assert main(["experiment=adavae_ptb", "trainer.max_steps=1", *ptb_small, f"output_dir={tmp_path}",
+                 *TRAIN_QUIET]) == 2
     assert "needs init_from" in capsys.readouterr().err
-    assert main(["experiment=adavae_ptb", f"init_from={vae_run}", "trainer.max_steps=1", *ptb_small,
-                 f"output_dir={tmp_path}", *QUIET]) == 2
+    assert main(["experiment=adavae_ptb", f"init_from={adavae_run}", "trainer.max_steps=1", *ptb_small,
+                 f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
     assert "AdaVAE wraps a pre-trained GPT" in capsys.readouterr().err
-    assert main(["experiment=adavae_ptb", "stage=pretrain", *ptb_small, f"output_dir={tmp_path}", *QUIET]) == 2
-    assert "model=adavae runs stage=finetune, evaluate or generate" in capsys.readouterr().err
+    assert main(["experiment=adavae_ptb", "stage=pretrain", *ptb_small, f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
+    assert "model=adavae runs stage=finetune|evaluate|generate|classify" in capsys.readouterr().err

@@ -16,7 +16,8 @@ from .trainer import TrainingDiverged
 
 USAGE = """usage: train [--print-config] [group=option ...] [key=value ...]
 
-Stages: stage=pretrain (default) | finetune | evaluate. Config groups (configs/<group>/<option>.yaml):
+Stages: stage=pretrain (default) | finetune | evaluate; model=adavae adds generate | classify.
+Config groups (configs/<group>/<option>.yaml):
 {groups}
 Examples:
   train stage=pretrain model=t5_tiny trainer.max_steps=20

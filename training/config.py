@@ -16,7 +16,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-STAGES = ("pretrain", "finetune", "evaluate", "generate")
+STAGES = ("pretrain", "finetune", "evaluate", "generate", "classify")
 PRECISIONS = ("fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
 RESUME_MODES = ("auto", "never", "must")

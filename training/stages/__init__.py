@@ -14,11 +14,11 @@ def run_stage(cfg: DictConfig) -> dict[str, Any]:
     runner: Callable[[DictConfig], dict[str, Any]]
     kind = cfg.data.get("kind")
     if cfg.model.get("name") == "adavae":
-        from . import adavae
+        from . import adavae, latent_classification
         runners = {"finetune": adavae.run_adavae_train, "evaluate": adavae.run_adavae_evaluate,
-                   "generate": adavae.run_adavae_generate}
+                   "generate": adavae.run_adavae_generate, "classify": latent_classification.run_latent_classification}
         if cfg.stage not in runners:
-            raise TrainConfigError(f"model=adavae runs stage=finetune, evaluate or generate, not {cfg.stage!r}")
+            raise TrainConfigError(f"model=adavae runs stage={'|'.join(runners)}, not {cfg.stage!r}")
         return runners[cfg.stage](cfg)
     if cfg.stage == "pretrain":
         from .pretrain import run_pretrain as runner
