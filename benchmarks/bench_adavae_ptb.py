@@ -28,6 +28,7 @@ from c4prep.training.data.sentences import (
 )
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.stages.common import model_from_checkpoint
+from c4prep.training.vae.objective import cyclic_beta
 
 PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb"
 QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.device=cpu", "trainer.num_workers=0"]
@@ -75,22 +76,30 @@ def lm_test_metrics(backbone: Path) -> dict[str, float]:
             "ppl_token": math.exp(-total / tokens), "n_sentences": sentences}
 
 
-def summarise(runs: dict[str, list[dict]]) -> dict[str, dict[str, tuple[float, float]]]:
+def summarise(runs: dict[str, list[dict]]) -> dict[str, dict[str, tuple[float, float | None]]]:
+    """Mean and sample std (None for a single run) of every metric, per variant."""
     table = {}
     for name, results in runs.items():
         table[name] = {}
         for metric in METRICS:
             values = [r[metric] for r in results if metric in r]
             if values:
-                table[name][metric] = (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0)
+                table[name][metric] = (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None)
     return table
+
+
+def _cell(value: tuple[float, float | None] | None) -> str:
+    if value is None:
+        return "–"
+    mean, std = value
+    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
 
 
 def markdown(table: dict[str, dict[str, tuple[float, float]]], trainable: dict[str, float]) -> str:
     lines = ["| variant | trainable / backbone | " + " | ".join(METRICS) + " |",
              "|---|---|" + "---|" * len(METRICS)]
     for name, row in table.items():
-        cells = [f"{row[m][0]:.2f} ± {row[m][1]:.2f}" if m in row else "–" for m in METRICS]
+        cells = [_cell(row.get(m)) for m in METRICS]
         share = f"{100 * trainable[name]:.1f}%" if name in trainable else "–"
         lines.append(f"| {name} | {share} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -103,12 +112,14 @@ def plot(workdir: Path, table: dict, schedule_run: Path) -> None:
 
     records = [r for r in read_metrics(schedule_run / "metrics.jsonl") if r["split"] == "train"]
     steps = [r["step"] for r in records]
+    total = max(steps)
     figure, left = plt.subplots(figsize=(8, 3.5))
-    left.plot(steps, [r["metrics"]["beta"] for r in records], color="tab:blue", label="beta")
+    left.plot(range(1, total + 1), [cyclic_beta(step, total) for step in range(total)], color="tab:blue",
+              label="beta (schedule)")
     left.set_xlabel("step")
     left.set_ylabel("beta")
     right = left.twinx()
-    right.plot(steps, [r["metrics"]["kl"] for r in records], color="tab:red", label="KL (nats)")
+    right.plot(steps, [r["metrics"]["kl"] for r in records], "o-", color="tab:red", label="KL (logged steps)")
     right.set_ylabel("KL (nats / sentence)")
     figure.legend(loc="upper right")
     left.set_title("AdaVAE on PTB: cyclic beta and the posterior KL")
@@ -119,7 +130,7 @@ def plot(workdir: Path, table: dict, schedule_run: Path) -> None:
     figure, axes = plt.subplots(1, 4, figsize=(14, 3.5))
     for axis, metric in zip(axes, ("ppl_word", "neg_elbo", "mi", "au")):
         means = [table[n].get(metric, (math.nan, 0))[0] for n in names]
-        errors = [table[n].get(metric, (0, 0))[1] for n in names]
+        errors = [table[n].get(metric, (0, 0))[1] or 0 for n in names]
         axis.bar(range(len(names)), means, yerr=errors, color="tab:gray")
         axis.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
         axis.set_title(metric)
@@ -153,7 +164,8 @@ def main() -> None:
             if not (run / "evaluation.json").exists():
                 elapsed = train([*common, f"init_from={backbone}", f"output_dir={run}",
                                  f"trainer.max_steps={args.steps}", f"schedule.options.warmup_steps={args.steps // 6}",
-                                 f"trainer.eval_every={args.steps // 4}", f"trainer.checkpoint_every={args.steps}"])
+                                 f"trainer.eval_every={args.steps // 4}", f"trainer.checkpoint_every={args.steps}",
+                                 "trainer.log_every=10"])
                 seconds.setdefault(name, []).append(elapsed)
                 train([*common, "stage=evaluate", f"init_from={run}", f"output_dir={run}",
                        f"objective.iw_samples={args.iw_samples}"])
