@@ -129,7 +129,8 @@ def run_adavae_train(cfg: DictConfig) -> dict[str, Any]:
     return {**fit_summary(ctx, trainer), "parameters": model.parameter_report()}
 
 
-def _trained_vae(cfg: DictConfig, ctx: RunContext) -> tuple[AdaVAE, SentenceVocabulary, int]:
+def trained_vae(cfg: DictConfig, ctx: RunContext) -> tuple[AdaVAE, SentenceVocabulary, int]:
+    """The AdaVAE run ``init_from`` names (eval mode, on the run's device), its vocabulary and its step."""
     if not cfg.init_from:
         raise CheckpointError(f"stage={cfg.stage} needs init_from=<AdaVAE run folder or checkpoint>")
     state = load_checkpoint(cfg.init_from)
@@ -143,7 +144,7 @@ def _trained_vae(cfg: DictConfig, ctx: RunContext) -> tuple[AdaVAE, SentenceVoca
 def run_adavae_evaluate(cfg: DictConfig) -> dict[str, Any]:
     objective, data = section(cfg, "objective"), section(cfg, "data")
     ctx = start_run(cfg)
-    model, vocab, step = _trained_vae(cfg, ctx)
+    model, vocab, step = trained_vae(cfg, ctx)
     rows = sentence_row_set(data, "test", vocab, positions=model.backbone.config.block_size)
     batches = (sentence_view({k: v.to(ctx.device) for k, v in batch.items()})
                for batch in row_set_eval_batches(rows, 0, 1, ctx.settings.micro_batch_size))
@@ -160,7 +161,7 @@ def run_adavae_generate(cfg: DictConfig) -> dict[str, Any]:
     generation = section(cfg, "objective")["generate"]
     data = section(cfg, "data")
     ctx = start_run(cfg)
-    model, vocab, _ = _trained_vae(cfg, ctx)
+    model, vocab, _ = trained_vae(cfg, ctx)
     try:
         sentences = read_sentences(data["test"])
     except SentenceDataError as error:

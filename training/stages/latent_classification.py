@@ -41,7 +41,7 @@ from ..data.sentences import SentenceDataError, SentenceVocabulary, encode_sente
 from ..data.yelp import LABELS, balanced_sample, read_yelp
 from ..models.adavae import AdaVAE
 from ..seeding import example_rng
-from .adavae import _trained_vae
+from .adavae import trained_vae
 from .common import start_run
 
 log = logging.getLogger(__name__)
@@ -246,7 +246,7 @@ def _encoded(sample: list[tuple[str, int]], vocab: SentenceVocabulary, max_words
 def run_latent_classification(cfg: DictConfig) -> dict[str, Any]:
     settings = _settings(cfg)
     ctx = start_run(cfg)
-    model, vocab, step = _trained_vae(cfg, ctx)
+    model, vocab, step = trained_vae(cfg, ctx)
     max_words, eval_batch = int(section(cfg, "data").get("max_words", 64)), ctx.settings.micro_batch_size
     try:
         dev = read_yelp(settings.folder, "dev")
