@@ -10,14 +10,19 @@ import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-from apache_beam.metrics import Metrics
 
-from c4prep.beam_runs import collect_counters, pipeline_options, read_shard_infos, write_info_file
+from c4prep.beam_runs import (
+    CounterCache,
+    new_pipeline,
+    pipeline_options,
+    read_shard_infos,
+    run_to_completion,
+    write_info_file,
+)
 from c4prep.manifest import (Manifest, build_manifest, commit_output, manifest_fingerprint, new_staging_uri,
                              read_manifest, remove_stale_staging)
 from c4prep.shards import join_uri, read_shard, resolve_uri, write_shard
@@ -66,12 +71,7 @@ class _TokenizeShard(beam.DoFn):
 
     def setup(self) -> None:
         self.num_threads = self.config.num_threads or os.cpu_count() or 1
-        self.counters: dict[str, Any] = {}
-
-    def _inc(self, name: str, value: int) -> None:
-        if name not in self.counters:
-            self.counters[name] = Metrics.counter(NAMESPACE, name)
-        self.counters[name].inc(value)
+        self.counters = CounterCache(NAMESPACE)
 
     def process(self, name: str) -> Iterator[str]:
         table = read_shard(join_uri(self.config.input, name)).select(["text", "url"])
@@ -88,9 +88,9 @@ class _TokenizeShard(beam.DoFn):
             ids = self.vocab.encode_arrays(batch.column(0).to_pylist(), num_threads=self.num_threads, add_eos=True)
             record_batch = token_batch(self.schema, ids, batch.column(1).to_pylist())
             values = record_batch.column(0).values.to_numpy()
-            self._inc(f"documents:{split}", record_batch.num_rows)
-            self._inc(f"tokens:{split}", len(values))
-            self._inc(f"unk_tokens:{split}", int(np.count_nonzero(values == unk)))
+            self.counters.inc(f"documents:{split}", record_batch.num_rows)
+            self.counters.inc(f"tokens:{split}", len(values))
+            self.counters.inc(f"unk_tokens:{split}", int(np.count_nonzero(values == unk)))
             yield record_batch
 
 
@@ -114,16 +114,14 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
     options = pipeline_options(config.runner, list(beam_args or []))
     remove_stale_staging(config.output)
     staging_dir = new_staging_uri(config.output)
-    pipeline = beam.Pipeline(options=options)
+    pipeline = new_pipeline(options)
     _ = (
         pipeline
         | "ShardNames" >> beam.Create([shard.name for shard in source.shards])
         | "SpreadShards" >> beam.Reshuffle()
         | "Tokenize" >> beam.ParDo(_TokenizeShard(config, source, staging_dir, vocab, schema))
     )
-    result = pipeline.run()
-    result.wait_until_finish()
-    counters = collect_counters(result)
+    counters = run_to_completion(pipeline, options)
     manifest = build_manifest(
         schema,
         sorted(read_shard_infos(staging_dir), key=lambda info: info.name),
