@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models.gpt_hf import _import_transformers
-from .sentences import SentenceDataError
+from .sentences import SentenceDataError, ids_before_eos
 
 TOKENIZER_DIR = "gpt2_tokenizer"
 """Folder of an AdaVAE run folder that keeps a copy of its backbone's GPT-2 tokenizer."""
@@ -68,12 +68,5 @@ class GPT2TokenizerVocabulary:
 
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids`` up to the first EOS, stripped (of the leading space :meth:`encode` adds)."""
-        tokens = []
-        for token in ids:
-            token = int(token)
-            if not 0 <= token < self.vocab_size:
-                raise SentenceDataError(f"token id {token} is outside the tokenizer's [0, {self.vocab_size})")
-            if token == self.eos_id:
-                break
-            tokens.append(token)
+        tokens = ids_before_eos(ids, self.eos_id, self.vocab_size, "the tokenizer's")
         return self.tokenizer.decode(tokens).strip()

@@ -58,6 +58,19 @@ class SentenceVocabulary(Protocol):
     def save(self, path: str | Path) -> None: ...
 
 
+def ids_before_eos(ids: Iterable[int], eos_id: int, vocab_size: int, owner: str) -> list[int]:
+    """The ids up to (without) the first ``eos_id``; an id outside ``[0, vocab_size)`` is a one-line error naming
+    ``owner`` (what decodes them)."""
+    found = []
+    for token in map(int, ids):
+        if not 0 <= token < vocab_size:
+            raise SentenceDataError(f"token id {token} is outside {owner} [0, {vocab_size})")
+        if token == eos_id:
+            break
+        found.append(token)
+    return found
+
+
 @dataclass(frozen=True)
 class WordVocabulary:
     """Words by id: PAD 0, BOS 1, EOS 2, then ``words`` from id 3. Specials are never words: the text ``<eos>``
@@ -116,16 +129,8 @@ class WordVocabulary:
 
     def decode(self, ids: Iterable[int]) -> str:
         """The words of ``ids`` joined by spaces, up to the first EOS; PAD and BOS are skipped."""
-        words = []
-        for token in ids:
-            token = int(token)
-            if not 0 <= token < self.vocab_size:
-                raise SentenceDataError(f"token id {token} is outside the vocabulary [0, {self.vocab_size})")
-            if token == self.EOS_ID:
-                break
-            if token >= self.NUM_SPECIALS:
-                words.append(self.words[token - self.NUM_SPECIALS])
-        return " ".join(words)
+        tokens = ids_before_eos(ids, self.EOS_ID, self.vocab_size, "the vocabulary")
+        return " ".join(self.words[token - self.NUM_SPECIALS] for token in tokens if token >= self.NUM_SPECIALS)
 
     @classmethod
     def _specials(cls) -> dict[str, int]:
