@@ -4,7 +4,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from c4prep.training.checkpoint import load_checkpoint
@@ -18,13 +17,12 @@ from c4prep.training.data.sentences import (
     encode_sentences,
     packed_sentence_rows,
     read_sentences,
-    sentence_batch,
-    sentence_batches,
     word_counts,
 )
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.tasks import DecoderTask
+from c4prep.training.vae.task import sentence_view
 
 PAD, BOS, EOS = WordVocabulary.PAD_ID, WordVocabulary.BOS_ID, WordVocabulary.EOS_ID
 QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.num_workers=0", "trainer.log_every=1",
@@ -105,9 +103,15 @@ def test_sentences_over_64_words_are_capped_and_keep_eos(vocab, ptb, split, capp
     assert encode_sentences(ptb[split], vocab, max_words=1000)[1] == 0
 
 
+def _sentence_batch(examples, vocab, length=65):
+    """The training path's padded sentences: :class:`SentenceRows` collated, then ``sentence_view``."""
+    rows = SentenceRows.from_examples(examples, [len(ids) - 2 for ids in examples], vocab, length)
+    return sentence_view(collate_rows([rows(i, 0) for i in range(len(rows))]))
+
+
 def test_batch_layout_shifts_targets_scores_eos_and_pads_separately(vocab, ptb):
     examples, _ = encode_sentences(ptb["valid"][:16], vocab)
-    batch = sentence_batch(examples)
+    batch = _sentence_batch(examples, vocab)
     lengths = [len(ids) - 2 for ids in examples]
     assert batch.n_words.tolist() == lengths and batch.inputs.shape == (16, max(lengths) + 1)
     assert torch.equal(batch.input_mask, batch.target_mask)
@@ -118,38 +122,18 @@ def test_batch_layout_shifts_targets_scores_eos_and_pads_separately(vocab, ptb):
         assert (batch.inputs[row, n + 1:] == PAD).all() and (batch.targets[row, n + 1:] == PAD).all()
     assert PAD != EOS and not (batch.inputs == EOS).any() and not (batch.targets == BOS).any()
     with pytest.raises(SentenceDataError, match=r"must be \[BOS\] words \[EOS\]"):
-        sentence_batch([[5, 6, EOS]])
+        SentenceRows.from_examples([[5, 6, EOS]], [2], vocab, 65)
 
 
-def test_shuffled_order_is_keyed_by_seed_and_epoch_and_independent_of_batch_size(vocab, ptb):
-    examples, _ = encode_sentences(ptb["valid"][:300], vocab)
-
-    def order(batch_size, seed, epoch=0):
-        sentences = []
-        for batch in sentence_batches(examples, batch_size, seed, epoch):
-            sentences += [tuple(row[:n + 1].tolist()) for row, n in zip(batch.inputs, batch.n_words)]
-        return sentences
-
-    in_file_order = [tuple(ids[:-1]) for ids in examples]
-    assert order(64, None) == in_file_order
-    shuffled = order(64, seed=3)
-    np.random.seed(1)
-    torch.manual_seed(1)  # global RNG state plays no part
-    assert order(7, seed=3) == shuffled != in_file_order and sorted(shuffled) == sorted(in_file_order)
-    assert order(64, seed=3, epoch=1) != shuffled and order(64, seed=4) != shuffled
-    assert [len(b.n_words) for b in sentence_batches(examples, 64, 3)] == [64, 64, 64, 64, 44]
-
-
-def test_decoder_rows_match_the_batches_and_packing_keeps_the_validation_loss(vocab, ptb):
+def test_decoder_rows_carry_word_counts_and_packing_keeps_the_validation_loss(vocab, ptb):
     examples, _ = encode_sentences(ptb["valid"][:300], vocab)
     rows = SentenceRows.from_examples(examples, word_counts(ptb["valid"][:300], 64), vocab, 65)
-    batch = sentence_batch(examples[:5])
     for item in range(5):
         row = rows(item, epoch=7)
-        width = batch.inputs.shape[1]
-        assert row["n_words"] == batch.n_words[item] == len(ptb["valid"][item].split())
-        assert row["input_tokens"][:width].tolist() == batch.inputs[item].tolist()
-        assert row["loss_weights"].tolist() == batch.target_mask[item].tolist() + [0] * (65 - width)
+        n = len(examples[item]) - 1
+        assert row["n_words"] == len(ptb["valid"][item].split()) == n - 1
+        assert row["input_tokens"][:n].tolist() == examples[item][:-1] and not row["input_tokens"][n:].any()
+        assert row["loss_weights"].tolist() == [1] * n + [0] * (65 - n)
     packed = packed_sentence_rows(rows, 65)
     assert len(packed) < len(rows) / 2.5
     torch.manual_seed(0)

@@ -1,5 +1,5 @@
-"""Sentence-level data (PTB for the AdaVAE stage): vocabularies, ``[BOS] t_1..t_n [EOS]`` examples, padded batches
-and decoder rows.
+"""Sentence-level data (PTB for the AdaVAE stage): vocabularies, ``[BOS] t_1..t_n [EOS]`` examples and decoder rows
+(``vae.task.sentence_view`` turns a batch of rows into padded sentences).
 
 Any :class:`SentenceVocabulary` works: the word vocabulary here (PAD 0, BOS 1, EOS 2 separate, one id per word) or a
 GPT-2 tokenizer (``gpt2_tokenizer.py``: BOS = EOS = PAD). Masks and lengths, never ids, mark padding, and EOS is a
@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-import torch
 
 from ..objectives.decoder_rows import pack_padded_rows
-from ..seeding import example_rng
 
 UNK_WORD = "<unk>"
 VOCABULARY_FILE = "word_vocabulary.json"
@@ -207,46 +205,6 @@ def _check_example(ids: Sequence[int], bos_id: int, eos_id: int) -> None:
     if len(ids) < 2 or ids[0] != bos_id or ids[-1] != eos_id:
         raise SentenceDataError(f"a sentence example must be [BOS] words [EOS], got {list(ids)[:8]}...; build "
                                 "examples with encode_sentences")
-
-
-@dataclass(frozen=True)
-class SentenceBatch:
-    """Padded sentences: ``inputs`` BOS w_1..w_n, ``targets`` w_1..w_n EOS (PAD after both); the masks mark the
-    n + 1 real positions (BOS / EOS included); ``n_words`` counts the words (after capping)."""
-
-    inputs: torch.Tensor
-    targets: torch.Tensor
-    target_mask: torch.Tensor
-    input_mask: torch.Tensor
-    n_words: torch.Tensor
-
-
-def sentence_batch(examples: Sequence[Sequence[int]]) -> SentenceBatch:
-    """One batch of ``[BOS] words [EOS]`` examples of a :class:`WordVocabulary`, padded to the longest."""
-    if not examples:
-        raise SentenceDataError("a batch needs at least one sentence")
-    for ids in examples:
-        _check_example(ids, WordVocabulary.BOS_ID, WordVocabulary.EOS_ID)
-    n_words = torch.tensor([len(ids) - 2 for ids in examples], dtype=torch.long)
-    inputs = torch.full((len(examples), int(n_words.max()) + 1), WordVocabulary.PAD_ID, dtype=torch.long)
-    targets = inputs.clone()
-    for row, ids in enumerate(examples):
-        inputs[row, :len(ids) - 1] = torch.as_tensor(ids[:-1], dtype=torch.long)
-        targets[row, :len(ids) - 1] = torch.as_tensor(ids[1:], dtype=torch.long)
-    mask = torch.arange(inputs.shape[1])[None] <= n_words[:, None]
-    return SentenceBatch(inputs, targets, mask, mask.clone(), n_words)
-
-
-def sentence_batches(sentences_ids: list[list[int]], batch_size: int, shuffle_seed: int | None,
-                     epoch: int = 0) -> Iterator[SentenceBatch]:
-    """Batches of ``batch_size`` examples (the last may be smaller) covering every example once: in file order when
-    ``shuffle_seed`` is None, else in a permutation keyed by ``(shuffle_seed, epoch)`` alone."""
-    if batch_size < 1:
-        raise SentenceDataError(f"batch_size must be >= 1, got {batch_size}")
-    count = len(sentences_ids)
-    order = np.arange(count) if shuffle_seed is None else example_rng(shuffle_seed, epoch).permutation(count)
-    for first in range(0, count, batch_size):
-        yield sentence_batch([sentences_ids[int(i)] for i in order[first:first + batch_size]])
 
 
 @dataclass(frozen=True, eq=False)
