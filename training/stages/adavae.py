@@ -90,13 +90,13 @@ def _backbone(cfg: DictConfig) -> tuple[GPT, SentenceVocabulary]:
     return backbone, vocab
 
 
-def _settings(cfg: DictConfig) -> dict[str, Any]:
+def _settings(cfg: DictConfig) -> tuple[dict[str, Any], AdaVAEConfig]:
+    """The ``model:`` settings (for the checkpoint's spec) and the config they make."""
     settings = {k: v for k, v in section(cfg, "model").items() if k != "name"}
     try:
-        AdaVAEConfig(**settings)
+        return settings, AdaVAEConfig(**settings)
     except (TypeError, ValueError) as error:
         raise TrainConfigError(f"bad model settings for adavae: {error}") from None
-    return settings
 
 
 def _task(cfg: DictConfig) -> VAETask:
@@ -109,9 +109,9 @@ def run_adavae_train(cfg: DictConfig) -> dict[str, Any]:
     objective, data = section(cfg, "objective"), section(cfg, "data")
     ctx = start_run(cfg)
     backbone, vocab = _backbone(cfg)
-    settings = _settings(cfg)
+    settings, config = _settings(cfg)
     torch.manual_seed(int(cfg.seed))
-    model = AdaVAE(backbone, AdaVAEConfig(**settings))
+    model = AdaVAE(backbone, config)
     backbone_spec = {k: v for k, v in asdict(backbone.config).items() if k != "vocab_size"}
     spec = {"name": "adavae", "vocab_size": backbone.config.vocab_size, "backbone": backbone_spec, **settings}
     positions = backbone.config.block_size
