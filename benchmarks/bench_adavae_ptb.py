@@ -20,14 +20,18 @@ from pathlib import Path
 
 import torch
 from c4prep.training.checkpoint import load_checkpoint
+from c4prep.training.data.batches import collate_rows
 from c4prep.training.data.sentences import (
     VOCABULARY_FILE,
+    SentenceRows,
     WordVocabulary,
     encode_sentences,
     read_sentences,
+    word_counts,
 )
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.stages.common import model_from_checkpoint
+from c4prep.training.tasks import DecoderTask
 from c4prep.training.vae.objective import cyclic_beta
 
 PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb"
@@ -58,22 +62,17 @@ def lm_test_metrics(backbone: Path) -> dict[str, float]:
     """The backbone's own exact test log-likelihood: per-word (words + 1) and per-token PPL."""
     model = model_from_checkpoint(load_checkpoint(backbone)).eval()
     vocab = WordVocabulary.load(backbone / VOCABULARY_FILE)
-    examples, _ = encode_sentences(read_sentences(PTB / "test.txt"), vocab, max_words=64)
-    total, tokens, words = 0.0, 0, 0
-    for first in range(0, len(examples), 128):
-        batch = examples[first:first + 128]
-        width = max(len(ids) for ids in batch)
-        rows = torch.full((len(batch), width), vocab.PAD_ID, dtype=torch.long)
-        for index, ids in enumerate(batch):
-            rows[index, :len(ids)] = torch.tensor(ids)
-        log_probs = model(rows[:, :-1]).log_softmax(-1).gather(-1, rows[:, 1:, None]).squeeze(-1)
-        mask = rows[:, 1:] != vocab.PAD_ID
-        total += float((log_probs * mask).sum())
-        tokens += int(mask.sum())
-        words += sum(len(ids) - 2 for ids in batch)
-    sentences = len(examples)
-    return {"nll": -total / sentences, "ppl_word": math.exp(-total / (words + sentences)),
-            "ppl_token": math.exp(-total / tokens), "n_sentences": sentences}
+    sentences = read_sentences(PTB / "test.txt")
+    examples, _ = encode_sentences(sentences, vocab, max_words=64)
+    words = word_counts(sentences, max_words=64)
+    rows = SentenceRows.from_examples(examples, words, vocab, model.config.block_size)
+    batches = (collate_rows([rows(i, 0) for i in range(first, min(first + 128, len(rows)))])
+               for first in range(0, len(rows), 128))
+    sums = [DecoderTask().eval_sums(model, batch) for batch in batches]
+    total = -sum(float(s["loss_sum"]) for s in sums)
+    tokens = sum(int(s["targets"]) for s in sums)
+    return {"nll": -total / len(rows), "ppl_word": math.exp(-total / (sum(words) + len(rows))),
+            "ppl_token": math.exp(-total / tokens), "n_sentences": len(rows)}
 
 
 def summarise(runs: dict[str, list[dict]]) -> dict[str, dict[str, tuple[float, float | None]]]:
