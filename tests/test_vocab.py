@@ -3,6 +3,7 @@ import json
 import pickle
 from pathlib import Path
 
+import numpy as np
 import pyarrow.dataset as ds
 import pytest
 import sentencepiece as spm
@@ -12,7 +13,7 @@ from c4prep.cli import main
 from c4prep.manifest import build_manifest, manifest_fingerprint, read_manifest, write_manifest
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import batched, shard_name, write_shard
-from c4prep.tokenization.sampling import BottomKSample, stream_key
+from c4prep.tokenization.sampling import BottomKSample, splitmix64, stream_key
 from c4prep.tokenization.train_vocab import VocabConfig, mixture_sizes, train_vocabulary
 from c4prep.tokenization.vocabulary import ByteVocabulary, SentencePieceVocabulary
 
@@ -149,6 +150,10 @@ def test_bottom_k_sample_is_a_pure_function_of_seed_and_stream():
     for start in range(0, len(items), 37):
         chunked.add(items[start:start + 37])
     assert whole.smallest(300) == chunked.smallest(300)
+    keys = splitmix64(np.arange(len(items), dtype=np.uint64) + np.uint64(stream_key(7, 0)))
+    expected = sorted(sorted(range(len(items)), key=lambda i: int(keys[i]))[:300])  # the 300 smallest keys, brute force
+    assert whole.smallest(300) == [(i, items[i]) for i in expected]
+    assert len(chunked) == 300 and chunked.seen == 5000
     assert set(whole.smallest(100)) < set(whole.smallest(300))  # a smaller sample is a subset
     other = BottomKSample(300, stream_key(8, 0))
     other.add(items)
@@ -236,5 +241,6 @@ def test_matches_hugging_face_t5_tokenizer(sample_vocab, sample_documents):
     assert len(tokenizer) == vocab.vocab_size
     assert tokenizer.convert_tokens_to_ids(["<extra_id_0>", "<extra_id_99>"]) == [vocab.sentinel_id(0),
                                                                                   vocab.sentinel_id(99)]
-    for text in texts(sample_documents):  # HF turns literal "<unk>", "</s>" and "<extra_id_k>" into special ids; C4 has none
+    # HF turns literal "<unk>", "</s>" and "<extra_id_k>" into special ids; the C4 sample has none
+    for text in texts(sample_documents):
         assert tokenizer.encode(text) == vocab.encode(text) + [vocab.eos_id]

@@ -4,12 +4,11 @@ The sample of a stream is the ``k`` sentences with the smallest keys ``splitmix6
 ``position`` counts the stream's sentences from 0 and ``stream_key`` derives from the seed. That is a uniform sample
 without replacement (bottom-k sampling, equivalent to reservoir sampling) that depends only on the seed and the
 sequence of sentences, and the ``n < k`` smallest of it is again a uniform sample, which lets mixtures shrink a
-stream's share exactly. Memory holds at most ``k`` sentences, never the corpus.
+stream's share exactly. Memory holds at most ``2k`` sentences, never the corpus.
 """
 from __future__ import annotations
 
 import hashlib
-import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -75,7 +74,12 @@ def document_lines(input_uri: str, manifest: Manifest, splits: Iterable[str], ma
 
 
 class BottomKSample:
-    """The ``k`` items of a stream with the smallest position keys (see the module docstring)."""
+    """The ``k`` items of a stream with the smallest position keys (see the module docstring).
+
+    Items and keys are buffered and cut back to the ``k`` smallest keys (one ``argpartition``) whenever the buffer
+    reaches ``2k``, so memory holds at most ``2k`` items and the work per item is vectorised. Keys never tie:
+    splitmix64 is a bijection and positions are distinct.
+    """
 
     def __init__(self, k: int, key: int) -> None:
         if k < 1:
@@ -83,29 +87,34 @@ class BottomKSample:
         self.k = k
         self.seen = 0
         self._key = np.uint64(key)
-        self._heap: list[tuple[int, int, str]] = []  # (-key, -position, item): the root is the largest key
+        self._items: list[str] = []
+        self._positions = np.empty(0, dtype=np.uint64)
+        self._keys = np.empty(0, dtype=np.uint64)
 
     def add(self, items: list[str]) -> None:
         """Offer the next items of the stream."""
         positions = np.arange(self.seen, self.seen + len(items), dtype=np.uint64)
-        keys = splitmix64(positions + self._key)
-        heap = self._heap
-        start = 0
-        while len(heap) < self.k and start < len(items):
-            heapq.heappush(heap, (-int(keys[start]), -(self.seen + start), items[start]))
-            start += 1
-        if start < len(items):
-            threshold = np.uint64(-heap[0][0])
-            for i in np.flatnonzero(keys[start:] < threshold) + start:
-                entry = (-int(keys[i]), -(self.seen + int(i)), items[i])
-                if entry > heap[0]:
-                    heapq.heapreplace(heap, entry)
+        self._items.extend(items)
+        self._positions = np.concatenate([self._positions, positions])
+        self._keys = np.concatenate([self._keys, splitmix64(positions + self._key)])
         self.seen += len(items)
+        if len(self._items) >= 2 * self.k:
+            self._keep(self._smallest_indices(self.k))
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return min(self.k, len(self._items))
+
+    def _smallest_indices(self, n: int) -> np.ndarray:
+        """Buffer indices of the ``n`` smallest keys, in stream order."""
+        if n >= len(self._keys):
+            return np.arange(len(self._keys))
+        return np.sort(np.argpartition(self._keys, n - 1)[:n])
+
+    def _keep(self, indices: np.ndarray) -> None:
+        self._items = [self._items[i] for i in indices]
+        self._positions, self._keys = self._positions[indices], self._keys[indices]
 
     def smallest(self, n: int) -> list[tuple[int, str]]:
         """``(position, item)`` of the ``n`` items of the sample with the smallest keys, in stream order."""
-        chosen = heapq.nlargest(n, self._heap)  # largest (-key) = smallest key
-        return sorted((-neg_position, item) for _, neg_position, item in chosen)
+        indices = self._smallest_indices(min(n, len(self)))
+        return list(zip(self._positions[indices].tolist(), (self._items[i] for i in indices)))

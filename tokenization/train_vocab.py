@@ -171,9 +171,8 @@ def train_model(sentences: Sequence[str], options: dict[str, Any]) -> bytes:
     return model.getvalue()
 
 
-def vocab_file_text(model_proto: bytes) -> str:
+def vocab_file_text(sp: spm.SentencePieceProcessor) -> str:
     """``spm.vocab`` as ``spm_train`` writes it: one ``piece<TAB>score`` line per id."""
-    sp = spm.SentencePieceProcessor(model_proto=model_proto)
     return "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
 
 
@@ -186,6 +185,7 @@ def train_vocabulary(config: VocabConfig) -> VocabResult:
     options = trainer_options(config)
     model_proto = train_model(sentences, options)
     trained = time.monotonic()
+    processor = spm.SentencePieceProcessor(model_proto=model_proto)
     card = {
         "format": CARD_FORMAT,
         "format_version": 1,
@@ -193,7 +193,7 @@ def train_vocabulary(config: VocabConfig) -> VocabResult:
         "sentencepiece_version": spm.__version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "model": {"file": MODEL_NAME, "sha256": hashlib.sha256(model_proto).hexdigest(),
-                  "num_pieces": spm.SentencePieceProcessor(model_proto=model_proto).get_piece_size()},
+                  "num_pieces": processor.get_piece_size()},
         "special_ids": {"pad": PAD_ID, "eos": EOS_ID, "unk": UNK_ID, "bos": -1},
         "config": asdict(config),
         "trainer_options": options,
@@ -201,17 +201,17 @@ def train_vocabulary(config: VocabConfig) -> VocabResult:
                       "too_long": sum(s["sentences_too_long"] for s in sources)},
         "sources": sources,
     }
-    write_vocabulary(config.output, model_proto, card)
+    write_vocabulary(config.output, model_proto, vocab_file_text(processor), card)
     return VocabResult(card, sampled - started, trained - sampled)
 
 
-def write_vocabulary(output: str, model_proto: bytes, card: dict[str, Any]) -> None:
+def write_vocabulary(output: str, model_proto: bytes, vocab_text: str, card: dict[str, Any]) -> None:
     """Replace the vocabulary in ``output``: drop the old card, write model and vocab, then the card."""
     fs, path = resolve_uri(output)
     card_path = f"{path}/{CARD_NAME}"
     if fs.get_file_info(card_path).type == pafs.FileType.File:
         fs.delete_file(card_path)
-    for name, data in ((MODEL_NAME, model_proto), (VOCAB_NAME, vocab_file_text(model_proto).encode("utf-8")),
+    for name, data in ((MODEL_NAME, model_proto), (VOCAB_NAME, vocab_text.encode("utf-8")),
                        (CARD_NAME, (json.dumps(card, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))):
         with atomic_output(join_uri(output, name)) as stream:
             stream.write(data)
