@@ -33,6 +33,19 @@ def test_a5_layout_untied_head_zero_positions_and_normal_init():
     assert tied.head.weight is tied.tok_emb.weight
 
 
+def test_scaled_residual_init_shrinks_only_the_projections_into_the_residual_stream():
+    torch.manual_seed(0)
+    model = GPT(gpt_config("gpt_nano", 65, n_embd=256))  # nanoGPT's size with wider layers for a tight std estimate
+    scaled = 0.02 / (2 * model.config.n_layer) ** 0.5
+    for block in model.blocks:
+        assert block.attn.proj.weight.std().item() == pytest.approx(scaled, rel=0.05)
+        assert block.mlp.proj.weight.std().item() == pytest.approx(scaled, rel=0.05)
+        assert block.mlp.fc.weight.std().item() == pytest.approx(0.02, rel=0.05)
+        assert block.attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    plain = GPT(gpt_config("gpt_nano", 65, n_embd=256, residual_init="normal"))
+    assert plain.blocks[0].mlp.proj.weight.std().item() == pytest.approx(0.02, rel=0.05)
+
+
 def test_synthesizer_parameters_have_the_starter_shapes():
     attention = SynthesizerAttention(n_embd=256, n_head=8, max_length=127, dropout=0.1)
     assert attention.w2.shape == (32, 127) and attention.b2.shape == (127,)
@@ -134,6 +147,8 @@ def test_resized_keeps_the_trained_rows_and_adds_new_ones():
 def test_bad_configs_are_refused_with_the_reason():
     with pytest.raises(ValueError, match="attention"):
         GPTConfig(vocab_size=10, attention="additive")
+    with pytest.raises(ValueError, match="residual_init"):
+        GPTConfig(vocab_size=10, residual_init="xavier")
     with pytest.raises(ValueError, match="divisible"):
         GPTConfig(vocab_size=10, n_embd=30, n_head=4)
     with pytest.raises(ValueError, match="exceeds block_size"):

@@ -8,6 +8,7 @@ Inputs are ``input_tokens`` [B, T] plus, optionally, seqio-style packing (``segm
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,6 +31,7 @@ class GPTConfig:
     attention: str = "causal"        # causal | synthesizer
     tie_embeddings: bool = True      # LM head shares the token embedding (GPT-1, nanoGPT); A5 does not
     position_init: str = "normal"    # normal N(0, 0.02) | zeros (minGPT's pos_emb)
+    residual_init: str = "normal"    # normal N(0, 0.02) | scaled: residual projections N(0, 0.02/sqrt(2 n_layer))
     bias: bool = True                # biases in linear layers and layer norms
     activation: str = "gelu"         # gelu (exact erf) | gelu_tanh (GPT-2's tanh approximation, HF "gelu_new")
     layer_norm_eps: float = 1e-5
@@ -39,7 +41,8 @@ class GPTConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         choices = {"norm": ("pre", "post"), "attention": ("causal", "synthesizer"),
-                   "position_init": ("normal", "zeros"), "activation": ("gelu", "gelu_tanh")}
+                   "position_init": ("normal", "zeros"), "residual_init": ("normal", "scaled"),
+                   "activation": ("gelu", "gelu_tanh")}
         for name, valid in choices.items():
             if getattr(self, name) not in valid:
                 raise ValueError(f"{name} must be one of {', '.join(valid)}, got {getattr(self, name)!r}")
@@ -53,8 +56,8 @@ class GPTConfig:
 
 GPT_SIZES: dict[str, dict[str, Any]] = {
     "gpt_tiny": {"block_size": 64, "n_layer": 2, "n_head": 2, "n_embd": 32},
-    # nanoGPT's CPU shakespeare recipe
-    "gpt_nano": {"block_size": 64, "n_layer": 4, "n_head": 4, "n_embd": 128},
+    # nanoGPT's CPU shakespeare recipe (and its GPT-2 init of the residual projections)
+    "gpt_nano": {"block_size": 64, "n_layer": 4, "n_head": 4, "n_embd": 128, "residual_init": "scaled"},
     # CS224N A5 (old minGPT): dropout 0.1, untied head, zero-initialised positions
     "gpt_a5": {"block_size": 128, "n_layer": 4, "n_head": 8, "n_embd": 256, "dropout": 0.1,
                "tie_embeddings": False, "position_init": "zeros"},
@@ -122,6 +125,10 @@ class GPT(nn.Module):
         self.apply(_init_weights)
         if config.position_init == "zeros":
             nn.init.zeros_(self.pos_emb.weight)
+        if config.residual_init == "scaled":  # GPT-2: each block adds two outputs to the residual stream
+            for block in self.blocks:
+                for projection in (block.attn.proj, block.mlp.proj):
+                    nn.init.normal_(projection.weight, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
     @property
     def max_length(self) -> int:

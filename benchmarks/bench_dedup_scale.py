@@ -1,0 +1,255 @@
+"""Benchmark: text dedup (`DedupLines`, `DedupSentences`) at 10k, 100k and 1M pages on the DirectRunner with
+2 worker processes: wall time, and peak memory of the runner process and of each SDK worker process.
+
+Pages are the 500 released C4 documents (`../shared/data/webdata/c4-en-train-00000-first500.jsonl`), replicated
+and perturbed. Page i copies document ``i % 500`` as replica ``r = i // 500`` with URL ``<url>?replica=<r>``;
+each line of the document is, by a hash of ``(i, line number)``:
+  - kept verbatim (50%): the same line in every replica of that document, a duplicate for dedup to remove;
+  - edited (40%): every 7th word, from a hashed offset, becomes a token unique to the page, so every sentence of
+    the line is new;
+  - dropped (10%).
+The pages are built on the workers from ``Create`` over chunk starts, so the driver never holds them, and the
+output is counted and discarded (no writer), so the figures are the dedup's own.
+
+Memory: with ``--direct_running_mode=multi_processing`` the runner process holds the shuffled data (the role of
+Dataflow's shuffle service) and the SDK workers run the DoFns and the combiner on bundles. The SDK workers' peak
+RSS (``VmHWM``, polled every 0.2 s) is the per-worker memory; the runner's is reported beside it.
+
+Mode ``shuffle`` keys the pages by URL and groups them (``GroupByKey``) without any dedup: the shuffle every
+ownership dedup needs to join its decisions back to the pages, so its memory is the runner's own cost. The dedup
+modes' memory above it is what the dedup adds.
+
+Each (N, mode) runs in a fresh process. ``--check`` also runs the in-memory reference on the same pages and
+compares counters (only for small N: the reference holds every page).
+
+    python benchmarks/bench_dedup_scale.py                                  # 10k and 100k, lines and sentences
+    python benchmarks/bench_dedup_scale.py --pages 1000000 --modes lines
+    python benchmarks/bench_dedup_scale.py --pages 10000 --check
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+C4_DOCUMENTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "webdata" / "c4-en-train-00000-first500.jsonl"
+CHUNK = 1000
+KEEP, EDIT = 0.5, 0.4  # the rest of the lines is dropped
+EDIT_EVERY = 7
+NAMESPACE = "bench-dedup-scale"
+
+
+_POOL: list[tuple[str, str, str]] = []
+
+
+def documents() -> list[tuple[str, str, str]]:
+    """``(url, text, timestamp)`` of the released C4 documents, read once per process (a plain global: functions
+    of this script reach the Beam workers pickled by value, which an ``lru_cache`` wrapper cannot be)."""
+    if not _POOL:
+        rows = [json.loads(line) for line in C4_DOCUMENTS.read_text(encoding="utf-8").splitlines()]
+        _POOL.extend((row["url"], row["text"], row["timestamp"]) for row in rows)
+    return _POOL
+
+
+def unit_hash(*parts: object) -> float:
+    """A deterministic number in [0, 1) for ``parts``."""
+    digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2**64
+
+
+def edited(line: str, index: int, number: int) -> str:
+    """``line`` with every ``EDIT_EVERY``-th word, from a hashed offset, replaced by a token unique to the page."""
+    words = line.split(" ")
+    offset = int(unit_hash("offset", index, number) * EDIT_EVERY)
+    for position in range(offset, len(words), EDIT_EVERY):
+        words[position] = f"w{index}x{position}"
+    return " ".join(words)
+
+
+def scale_page(index: int):
+    """Page ``index`` of the scaled corpus (see the module docstring)."""
+    from c4prep.pipelines.records import Page
+
+    pool = documents()
+    url, text, timestamp = pool[index % len(pool)]
+    lines = []
+    for number, line in enumerate(text.split("\n")):
+        draw = unit_hash(index, number)
+        if draw < KEEP:
+            lines.append(line)
+        elif draw < KEEP + EDIT:
+            lines.append(edited(line, index, number))
+    page_text = "\n".join(lines)
+    page_url = f"{url}?replica={index // len(pool)}"
+    return Page(url=page_url, normalized_url=re.sub(r"^https?://", "", page_url), text=page_text,
+                timestamp=timestamp, content_type="text/plain", content_length=len(page_text.encode("utf-8")))
+
+
+def chunk_pages(start: int, pages: int):
+    for index in range(start, min(start + CHUNK, pages)):
+        yield scale_page(index)
+
+
+class WorkerMemory:
+    """Peak RSS (VmHWM, MiB) of each Beam SDK worker process under this one, polled in a thread."""
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.peaks: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, args=(interval,), daemon=True)
+
+    @staticmethod
+    def _sdk_workers() -> list[int]:
+        """Descendant Python processes running a Beam SDK worker (each sits under a ``/bin/sh -c`` launcher)."""
+        parents: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                        parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+        descendants, frontier = set(), {os.getpid()}
+        while frontier:
+            frontier = {pid for pid, parent in parents.items() if parent in frontier} - descendants
+            descendants |= frontier
+        workers = []
+        for pid in descendants:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    argv = cmdline.read().split(b"\0")
+                if b"python" in os.path.basename(argv[0]) and any(arg.endswith(b"sdk_worker_main") for arg in argv):
+                    workers.append(pid)
+            except OSError:
+                continue
+        return workers
+
+    def _poll(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            for pid in self._sdk_workers():
+                try:
+                    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+                        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+                except (OSError, StopIteration):
+                    continue
+                self.peaks[pid] = max(self.peaks.get(pid, 0.0), peak / 1024)
+
+    def __enter__(self) -> "WorkerMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def shuffle_only():
+    """Pages keyed by URL through a ``GroupByKey`` and back out: the runner's shuffle alone."""
+    import apache_beam as beam
+
+    return (beam.Map(lambda page: (page.url, page)) | beam.GroupByKey()
+            | beam.FlatMap(lambda url_pages: url_pages[1]))
+
+
+def run_one(pages: int, mode: str, workers: int, check: bool) -> dict:
+    """One measured run in this process."""
+    import apache_beam as beam
+    from apache_beam.metrics import Metrics
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from c4prep.pipelines import dedup
+    from c4prep.pipelines.beam_dedup import DedupLines, DedupSentences
+
+    transform, namespace = {"lines": (DedupLines, dedup.LINES_NAMESPACE),
+                            "sentences": (DedupSentences, dedup.SENTENCES_NAMESPACE),
+                            "shuffle": (shuffle_only, NAMESPACE)}[mode]
+    pages_out = Metrics.counter(NAMESPACE, "pages-out")
+    pipeline = beam.Pipeline(options=PipelineOptions([
+        "--runner=DirectRunner", "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]))
+    (
+        pipeline
+        | "ChunkStarts" >> beam.Create(range(0, pages, CHUNK), reshuffle=False)
+        | "BuildPages" >> beam.FlatMap(chunk_pages, pages=pages)
+        | "Dedup" >> transform()
+        | "Count" >> beam.Map(lambda page: pages_out.inc())
+    )
+    cpu = cpu_seconds()
+    start = time.perf_counter()
+    with WorkerMemory() as memory:
+        result = pipeline.run()
+        result.wait_until_finish()
+    seconds = time.perf_counter() - start
+    counters: dict[str, int] = {}
+    for metric in result.metrics().query()["counters"]:
+        if metric.key.metric.namespace in (namespace, NAMESPACE):
+            name = metric.key.metric.name
+            counters[name] = counters.get(name, 0) + int(metric.committed or metric.attempted or 0)
+    report = {
+        "pages": pages, "mode": mode, "workers": workers,
+        "seconds": round(seconds, 1), "cpu_seconds": round(cpu_seconds() - cpu, 1),
+        "pages_per_second": round(pages / seconds),
+        "runner_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "worker_peak_rss_mib": sorted(round(peak, 1) for peak in memory.peaks.values()),
+        "counters": counters,
+    }
+    if check and mode != "shuffle":
+        reference = dedup.dedup_lines_reference if mode == "lines" else dedup.dedup_sentences_reference
+        kept, expected = reference(scale_page(i) for i in range(pages))
+        beam_counters = {name: value for name, value in counters.items() if name != "pages-out"}
+        report["matches_reference"] = beam_counters == expected and counters.get("pages-out") == len(kept)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pages", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--modes", nargs="+", choices=("lines", "sentences", "shuffle"),
+                        default=["lines", "sentences", "shuffle"])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--check", action="store_true", help="compare counters with the in-memory reference")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child:
+        print(json.dumps(run_one(args.pages[0], args.modes[0], args.workers, args.check)), flush=True)
+        return 0
+
+    reports = []
+    for pages in args.pages:
+        for mode in args.modes:
+            command = [sys.executable, os.path.abspath(__file__), "--child", "--pages", str(pages), "--modes", mode,
+                       "--workers", str(args.workers), *(["--check"] if args.check else [])]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode:
+                sys.stderr.write(done.stderr[-4000:])
+                return done.returncode
+            reports.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(json.dumps(reports[-1]), flush=True)
+
+    print(f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; DirectRunner "
+          f"multi_processing, {args.workers} workers; load average at end {os.getloadavg()}\n")
+    print("| N pages | mode | wall s | CPU s | pages/s | runner peak RSS MiB | worker peak RSS MiB | pages out |")
+    print("|---:|---|---:|---:|---:|---:|---|---:|")
+    for r in reports:
+        print(f"| {r['pages']:,} | {r['mode']} | {r['seconds']} | {r['cpu_seconds']} | {r['pages_per_second']:,} | "
+              f"{r['runner_peak_rss_mib']} | {' / '.join(map(str, r['worker_peak_rss_mib']))} | "
+              f"{r['counters'].get('pages-out', 0):,} |")
+    return 0 if all(r.get("matches_reference", True) for r in reports) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
