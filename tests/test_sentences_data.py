@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.cli import main
 from c4prep.training.data.batches import collate_rows
@@ -21,6 +22,7 @@ from c4prep.training.data.sentences import (
 )
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.models.gpt import GPT, gpt_config
+from c4prep.training.stages.row_corpora import sentence_row_set
 from c4prep.training.tasks import DecoderTask
 from c4prep.training.vae.task import sentence_view
 
@@ -155,6 +157,15 @@ def ptb_subset(shared_data, tmp_path_factory) -> Path:
         lines = (shared_data / "ptb" / f"{split}.txt").read_text().splitlines(keepends=True)[:count]
         (folder / f"{split}.txt").write_text("".join(lines))
     return folder
+
+
+def test_sentence_rows_fingerprint_names_the_ids_so_another_vocabulary_refuses_a_resume(vocab, ptb, shared_data):
+    data = OmegaConf.create({"valid": str(shared_data / "ptb" / "valid.txt"), "max_words": 64})
+    first = sentence_row_set(data, "valid", vocab)
+    assert sentence_row_set(data, "valid", vocab).fingerprint == first.fingerprint
+    smaller = WordVocabulary.from_sentences(ptb["train"][:5000])  # same text, other ids
+    assert sentence_row_set(data, "valid", smaller).fingerprint != first.fingerprint
+    assert sentence_row_set(data, "valid", vocab, positions=80).fingerprint != first.fingerprint
 
 
 def test_tiny_ptb_pretraining_run_keeps_its_word_vocabulary(ptb_subset, tmp_path):

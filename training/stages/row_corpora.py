@@ -85,18 +85,19 @@ def sentence_row_set(data: DictConfig, key: str, vocab: SentenceVocabulary, sent
                      positions: int | None = None) -> RowSet:
     """The sentences of file ``data.<key>`` (or ``sentences`` read from it), capped at ``data.max_words`` words, as
     ``[BOS] tokens [EOS]`` rows over ``vocab`` with their word counts; rows of ``positions`` positions (default
-    ``data.max_words + 1``: one id per word), a sentence needing more is refused. The fingerprint covers the text
-    and the word cap."""
+    ``data.max_words + 1``: one id per word), a sentence needing more is refused. The fingerprint covers the ids
+    (so the text and the vocabulary), the word cap and the row length."""
     max_words = int(data["max_words"])
+    positions = max_words + 1 if positions is None else positions
     sentences = _sentences(data, key) if sentences is None else sentences
     try:
         examples, capped = encode_sentences(sentences, vocab, max_words)
-        rows = SentenceRows.from_examples(examples, word_counts(sentences, max_words), vocab,
-                                          max_words + 1 if positions is None else positions)
+        rows = SentenceRows.from_examples(examples, word_counts(sentences, max_words), vocab, positions)
     except SentenceDataError as error:
         raise TrainConfigError(f"data.{key}: {error}") from None
     log.info("%s: %d sentences, %d capped at %d words", data[key], len(sentences), capped, max_words)
-    return RowSet(rows, len(rows), content_fingerprint("\n".join(sentences), max_words=max_words, kind="sentences"))
+    ids = "\n".join(" ".join(map(str, example)) for example in examples)
+    return RowSet(rows, len(rows), content_fingerprint(ids, max_words=max_words, positions=positions, kind="sentences"))
 
 
 def sentence_corpus(cfg: DictConfig) -> RowCorpus:
