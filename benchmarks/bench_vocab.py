@@ -30,13 +30,12 @@ from typing import TypeVar
 
 import sentencepiece as spm
 
-from c4prep.manifest import build_manifest, commit_output, new_staging_uri
 from c4prep.pipelines.run_c4 import RunConfig, bundled_sample, run_c4
-from c4prep.schemas import DOCUMENT_SCHEMA
-from c4prep.shards import batched, join_uri, read_shard, shard_name, write_shard
+from c4prep.shards import read_shard
 from c4prep.tokenization.run_tokenize import TokenizeConfig, run_tokenize
 from c4prep.tokenization.train_vocab import VocabConfig, sample_sentences, train_vocabulary, trainer_options
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
+from document_shards import write_document_shards
 
 PTB_TRAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb" / "train.txt"
 LINES_PER_DOCUMENT = 20
@@ -60,17 +59,8 @@ def write_ptb_documents(output: Path, copies: int, num_shards: int) -> int:
     """PTB train, `copies` times, as `train` document shards (20 lines per document); returns the document count."""
     lines = PTB_TRAIN.read_text(encoding="utf-8").splitlines()
     texts = ["\n".join(lines[i:i + LINES_PER_DOCUMENT]) for i in range(0, len(lines), LINES_PER_DOCUMENT)]
-    rows = [{"url": f"ptb://train/{copy}/{i}", "text": text, "timestamp": "", "content_type": "text/plain",
-             "content_length": len(text.encode())} for copy in range(copies) for i, text in enumerate(texts)]
-    staging = new_staging_uri(str(output))
-    infos = []
-    for index in range(num_shards):
-        part = rows[index * len(rows) // num_shards:(index + 1) * len(rows) // num_shards]
-        uri = join_uri(staging, shard_name("train", index, num_shards))
-        infos.append(write_shard(uri, DOCUMENT_SCHEMA, batched(part, DOCUMENT_SCHEMA)))
-    commit_output(str(output), staging, build_manifest(DOCUMENT_SCHEMA, infos, config={"ptb_copies": copies},
-                                                       counters={}))
-    return len(rows)
+    return write_document_shards({"train": texts * copies}, output, num_shards, "ptb://train",
+                                 {"ptb_copies": copies})
 
 
 def bench_training(name: str, documents: Path, workdir: Path, vocab_size: int, repeats: int) -> dict:
