@@ -76,9 +76,9 @@ def document_lines(input_uri: str, manifest: Manifest, splits: Iterable[str], ma
 class BottomKSample:
     """The ``k`` items of a stream with the smallest position keys (see the module docstring).
 
-    Items and keys are buffered and cut back to the ``k`` smallest keys (one ``argpartition``) whenever the buffer
-    reaches ``2k``, so memory holds at most ``2k`` items and the work per item is vectorised. Keys never tie:
-    splitmix64 is a bijection and positions are distinct.
+    Items are buffered with their positions and keys (numpy chunks, joined only when needed) and cut back to the
+    ``k`` smallest keys (one ``argpartition``) whenever the buffer reaches ``2k``, so memory holds at most ``2k``
+    items and the work per item is vectorised. Keys never tie: splitmix64 is a bijection and positions are distinct.
     """
 
     def __init__(self, k: int, key: int) -> None:
@@ -88,15 +88,15 @@ class BottomKSample:
         self.seen = 0
         self._key = np.uint64(key)
         self._items: list[str] = []
-        self._positions = np.empty(0, dtype=np.uint64)
-        self._keys = np.empty(0, dtype=np.uint64)
+        self._position_chunks: list[np.ndarray] = []
+        self._key_chunks: list[np.ndarray] = []
 
     def add(self, items: list[str]) -> None:
         """Offer the next items of the stream."""
         positions = np.arange(self.seen, self.seen + len(items), dtype=np.uint64)
         self._items.extend(items)
-        self._positions = np.concatenate([self._positions, positions])
-        self._keys = np.concatenate([self._keys, splitmix64(positions + self._key)])
+        self._position_chunks.append(positions)
+        self._key_chunks.append(splitmix64(positions + self._key))
         self.seen += len(items)
         if len(self._items) >= 2 * self.k:
             self._keep(self._smallest_indices(self.k))
@@ -104,17 +104,27 @@ class BottomKSample:
     def __len__(self) -> int:
         return min(self.k, len(self._items))
 
+    def _buffer(self) -> tuple[np.ndarray, np.ndarray]:
+        """Positions and keys of the buffered items, joined into one chunk each."""
+        if len(self._key_chunks) != 1:
+            self._position_chunks = [np.concatenate([np.empty(0, np.uint64), *self._position_chunks])]
+            self._key_chunks = [np.concatenate([np.empty(0, np.uint64), *self._key_chunks])]
+        return self._position_chunks[0], self._key_chunks[0]
+
     def _smallest_indices(self, n: int) -> np.ndarray:
         """Buffer indices of the ``n`` smallest keys, in stream order."""
-        if n >= len(self._keys):
-            return np.arange(len(self._keys))
-        return np.sort(np.argpartition(self._keys, n - 1)[:n])
+        _, keys = self._buffer()
+        if n >= len(keys):
+            return np.arange(len(keys))
+        return np.sort(np.argpartition(keys, n - 1)[:n])
 
     def _keep(self, indices: np.ndarray) -> None:
+        positions, keys = self._buffer()
         self._items = [self._items[i] for i in indices]
-        self._positions, self._keys = self._positions[indices], self._keys[indices]
+        self._position_chunks, self._key_chunks = [positions[indices]], [keys[indices]]
 
     def smallest(self, n: int) -> list[tuple[int, str]]:
         """``(position, item)`` of the ``n`` items of the sample with the smallest keys, in stream order."""
         indices = self._smallest_indices(min(n, len(self)))
-        return list(zip(self._positions[indices].tolist(), (self._items[i] for i in indices)))
+        positions, _ = self._buffer()
+        return list(zip(positions[indices].tolist(), (self._items[i] for i in indices)))
