@@ -25,11 +25,10 @@ import argparse
 import json
 import os
 import platform
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
+
+from harness import run_module
 
 HERE = Path(__file__).resolve().parent
 A5_DATA = HERE.parents[1] / "shared" / "data" / "cs224n_a5"
@@ -39,15 +38,9 @@ NOPRETRAIN_STEPS = 600    # 75 epochs
 
 
 def train(*overrides: str) -> tuple[float, dict[str, Any]]:
-    """Run `train` with ``overrides``; (wall seconds, the JSON summary it prints last)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "2"}
-    started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "c4prep.training.cli", *overrides, "trainer.precision=bf16",
-                             "trainer.num_threads=2"], capture_output=True, text=True, env=env)
-    seconds = time.perf_counter() - started
-    if result.returncode:
-        raise SystemExit(f"train {' '.join(overrides)} failed:\n{result.stderr[-3000:]}")
-    return seconds, json.loads(result.stdout.strip().splitlines()[-1])
+    """Run `train` with ``overrides`` in bf16 on 2 threads; (wall seconds, the JSON summary it prints last)."""
+    seconds, stdout = run_module("c4prep.training.cli", *overrides, "trainer.precision=bf16", "trainer.num_threads=2")
+    return seconds, json.loads(stdout.strip().splitlines()[-1])
 
 
 def london_baseline() -> float:

@@ -28,10 +28,11 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import time
+
+from harness import peak_rss_mib
 
 HOT_LINE = "Subscribe to our newsletter for the latest updates."
 NAMESPACE = "bench-hot-key"
@@ -50,16 +51,13 @@ def build_page(index: int, variant: str):
                 content_type="text/plain", content_length=len(text.encode("utf-8")))
 
 
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
 def run_one(pages: int, variant: str, runner_flags: list[str]) -> dict:
     """One measured run in this process."""
     import apache_beam as beam
     from apache_beam.metrics import Metrics
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from c4prep.beam_runs import collect_counters
     from c4prep.pipelines.beam_dedup import DedupLines
 
     pages_out = Metrics.counter(NAMESPACE, "pages-out")
@@ -83,10 +81,8 @@ def run_one(pages: int, variant: str, runner_flags: list[str]) -> dict:
     result = pipeline.run()
     result.wait_until_finish()
     seconds = time.perf_counter() - start
-    counters = {}
-    for metric in result.metrics().query()["counters"]:
-        name = f"{metric.key.metric.namespace}/{metric.key.metric.name}"
-        counters[name] = counters.get(name, 0) + int(metric.committed or metric.attempted or 0)
+    counters = {f"{namespace}/{name}": value
+                for namespace, names in collect_counters(result).items() for name, value in names.items()}
     report = {
         "pages": pages,
         "variant": variant,

@@ -34,12 +34,13 @@ import json
 import os
 import platform
 import re
-import resource
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from harness import cpu_seconds, peak_rss_mib
 
 C4_DOCUMENTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "webdata" / "c4-en-train-00000-first500.jsonl"
 CHUNK = 1000
@@ -152,11 +153,6 @@ class WorkerMemory:
         self._thread.join()
 
 
-def cpu_seconds() -> float:
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
 def shuffle_only():
     """Pages keyed by URL through a ``GroupByKey`` and back out: the runner's shuffle alone."""
     import apache_beam as beam
@@ -171,6 +167,7 @@ def run_one(pages: int, mode: str, workers: int, check: bool) -> dict:
     from apache_beam.metrics import Metrics
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from c4prep.beam_runs import collect_counters
     from c4prep.pipelines import dedup
     from c4prep.pipelines.beam_dedup import DedupLines, DedupSentences
 
@@ -193,16 +190,13 @@ def run_one(pages: int, mode: str, workers: int, check: bool) -> dict:
         result = pipeline.run()
         result.wait_until_finish()
     seconds = time.perf_counter() - start
-    counters: dict[str, int] = {}
-    for metric in result.metrics().query()["counters"]:
-        if metric.key.metric.namespace in (namespace, NAMESPACE):
-            name = metric.key.metric.name
-            counters[name] = counters.get(name, 0) + int(metric.committed or metric.attempted or 0)
+    collected = collect_counters(result)
+    counters = {**collected.get(namespace, {}), **collected.get(NAMESPACE, {})}
     report = {
         "pages": pages, "mode": mode, "workers": workers,
         "seconds": round(seconds, 1), "cpu_seconds": round(cpu_seconds() - cpu, 1),
         "pages_per_second": round(pages / seconds),
-        "runner_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "runner_peak_rss_mib": round(peak_rss_mib(), 1),
         "worker_peak_rss_mib": sorted(round(peak, 1) for peak in memory.peaks.values()),
         "counters": counters,
     }

@@ -19,12 +19,11 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from harness import run_module
 
 NANOGPT_REFERENCE_LOSS = 1.88
 
@@ -34,14 +33,9 @@ def run(workdir: Path, lr: str, seed: int, precision: str, threads: int) -> dict
     from c4prep.training.metrics_log import read_metrics
 
     folder = workdir / f"shakespeare_{precision}_lr{lr}_seed{seed}"
-    started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "c4prep.training.cli", "experiment=shakespeare_char",
-                             f"optimizer.lr={lr}", f"seed={seed}", f"trainer.precision={precision}",
-                             f"trainer.num_threads={threads}", f"output_dir={folder}", "resume=never"],
-                            capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": str(threads)})
-    seconds = time.perf_counter() - started
-    if result.returncode:
-        raise SystemExit(result.stderr[-3000:])
+    seconds, _ = run_module("c4prep.training.cli", "experiment=shakespeare_char", f"optimizer.lr={lr}", f"seed={seed}",
+                            f"trainer.precision={precision}", f"trainer.num_threads={threads}",
+                            f"output_dir={folder}", "resume=never", threads=threads)
     records = read_metrics(folder / "metrics.jsonl")
     validation = {r["step"]: round(r["metrics"]["loss"], 4) for r in records if r["split"] == "validation"}
     train = [r["metrics"] for r in records if r["split"] == "train"]

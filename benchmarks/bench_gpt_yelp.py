@@ -22,28 +22,16 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from document_shards import write_document_shards
+from harness import run_module
 
 YELP = Path(__file__).resolve().parents[2] / "shared" / "data" / "yelp_short_shen"
 SENTENCES_PER_DOCUMENT = 20
 QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.device=cpu", "trainer.num_threads=2",
          "resume=never"]
-
-
-def command(*args: str) -> tuple[float, str]:
-    """Run a CLI command; (wall seconds, its stdout). Stops the benchmark with its stderr if it fails."""
-    started = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "2"})
-    if result.returncode:
-        raise SystemExit(f"{' '.join(args)} failed:\n{result.stderr[-3000:]}")
-    return time.perf_counter() - started, result.stdout
 
 
 def yelp_documents(output: Path) -> int:
@@ -60,7 +48,7 @@ def yelp_documents(output: Path) -> int:
 def finetune(workdir: Path, name: str, vocab: Path, init_from: Path | None, lm_weight: float, seed: int,
              args: argparse.Namespace) -> dict[str, Any]:
     run = workdir / name
-    seconds, _ = command(
+    seconds, _ = run_module(
         "c4prep.training.cli", "stage=finetune", "data=yelp_sentiment", "model=gpt_nano", f"data.vocab={vocab}",
         f"init_from={init_from if init_from else 'null'}", f"data.lm_weight={lm_weight}",
         f"data.train_per_label={args.train_per_label}", f"seed={seed}", "optimizer=adamw",
@@ -91,12 +79,12 @@ def main() -> None:
     report: dict[str, Any] = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
                               "settings": {k: str(v) for k, v in vars(args).items()}}
     report["documents"] = yelp_documents(work / "documents")
-    report["vocab_seconds"], _ = command("c4prep", "vocab", "--input", str(work / "documents"), "--output",
+    report["vocab_seconds"], _ = run_module("c4prep", "vocab", "--input", str(work / "documents"), "--output",
                                          str(work / "vocab"), "--vocab-size", str(args.vocab_size))
-    report["tokenize_seconds"], _ = command("c4prep", "tokenize", "--input", str(work / "documents"), "--vocab",
+    report["tokenize_seconds"], _ = run_module("c4prep", "tokenize", "--input", str(work / "documents"), "--vocab",
                                             str(work / "vocab"), "--output", str(work / "tokens"))
     pretrained = work / "gpt_lm"
-    seconds, stdout = command(
+    seconds, stdout = run_module(
         "c4prep.training.cli", "model=gpt_nano", "objective=lm", "objective.targets_length=65",
         f"data.tokens={work / 'tokens'}", "optimizer=adamw_nanogpt", "optimizer.lr=3e-3", "schedule=cosine",
         f"schedule.options.warmup_steps={min(100, args.pretrain_steps // 10)}",

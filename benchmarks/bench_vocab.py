@@ -20,7 +20,6 @@ import io
 import json
 import os
 import platform
-import resource
 import statistics
 import tempfile
 import time
@@ -36,16 +35,11 @@ from c4prep.tokenization.run_tokenize import TokenizeConfig, run_tokenize
 from c4prep.tokenization.train_vocab import VocabConfig, sample_sentences, train_vocabulary, trainer_options
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from document_shards import write_document_shards
+from harness import cpu_seconds
 
 PTB_TRAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb" / "train.txt"
 LINES_PER_DOCUMENT = 20
 T = TypeVar("T")
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and its reaped children (Beam's multi_processing workers)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def timed(function: Callable[[], T]) -> tuple[T, float, float]:
