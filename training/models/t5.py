@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .plain_attention import plain_attention
+
 VOCAB_DIVISOR = 128
 MASK_VALUE = -1e9  # MTF's additive mask; finite in fp32 and bf16, so fully masked padding rows stay finite
 
@@ -126,10 +128,10 @@ def relative_position_bucket(relative_position: Tensor, bidirectional: bool, num
 class Attention(nn.Module):
     """Multi-head attention without biases and without 1/sqrt(d_kv) scaling (folded into the q init).
 
-    On CPU it is written out (matmul, add the bias, softmax, dropout, matmul) rather than calling SDPA: with a mask
-    that needs a gradient (the learned position bias) SDPA takes its unfused math path, which on CPU adds a guard
-    for fully masked rows and, under bf16 autocast, upcasts to fp32; the plain form is the same math with fewer,
-    bf16 kernels. Other devices use SDPA.
+    On CPU it is written out (:func:`.plain_attention.plain_attention`) rather than calling SDPA: with a mask that
+    needs a gradient (the learned position bias) SDPA takes its unfused math path, which on CPU adds a guard for
+    fully masked rows and, under bf16 autocast, upcasts to fp32; the plain form is the same math with fewer, bf16
+    kernels. Other devices use SDPA.
     """
 
     def __init__(self, config: T5Config):
@@ -153,8 +155,7 @@ class Attention(nn.Module):
         v = self.v(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
         bias = bias.to(q.dtype)
         if q.device.type == "cpu":
-            weights = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) + bias, dim=-1)
-            y = torch.matmul(F.dropout(weights, self.dropout, self.training), v)
+            y = plain_attention(q, k, v, bias, self.dropout if self.training else 0.0)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0,
                                                dropout_p=self.dropout if self.training else 0.0)
