@@ -1,5 +1,5 @@
-"""Benchmark: text dedup (`DedupLines`, `DedupSentences`) at 10k, 100k and 1M pages on the DirectRunner with
-2 worker processes: wall time, and peak memory of the runner process and of each SDK worker process.
+"""Benchmark: text dedup (`DedupLines`, `DedupSentences`) at 10k, 100k and 1M pages with 2 worker processes, on
+the DirectRunner or on Dask: wall time, and peak memory of the driver process and of each worker process.
 
 Pages are the 500 released C4 documents (`../shared/data/webdata/c4-en-train-00000-first500.jsonl`), replicated
 and perturbed. Page i copies document ``i % 500`` as replica ``r = i // 500`` with URL ``<url>?replica=<r>``;
@@ -15,6 +15,12 @@ Memory: with ``--direct_running_mode=multi_processing`` the runner process holds
 Dataflow's shuffle service) and the SDK workers run the DoFns and the combiner on bundles. The SDK workers' peak
 RSS (``VmHWM``, polled every 0.2 s) is the per-worker memory; the runner's is reported beside it.
 
+With ``--runner dask`` the job runs on Beam's DaskRunner against a local Dask cluster of 2 worker processes
+with one thread each and ``--dask-memory-limit`` each. Every Dask partition holds one chunk of 1,000 pages
+(``--dask_npartitions`` = chunks), and the shuffles keep that partition count, so no task sees more than a chunk's
+share of the data; Dask spills held results to disk past 60-70% of the limit (the role of Dataflow's shuffle
+service). Each worker's peak RSS (``VmHWM``) is read from the worker at the end.
+
 Mode ``shuffle`` keys the pages by URL and groups them (``GroupByKey``) without any dedup: the shuffle every
 ownership dedup needs to join its decisions back to the pages, so its memory is the runner's own cost. The dedup
 modes' memory above it is what the dedup adds.
@@ -25,6 +31,7 @@ compares counters (only for small N: the reference holds every page).
     python benchmarks/bench_dedup_scale.py                                  # 10k and 100k, lines and sentences
     python benchmarks/bench_dedup_scale.py --pages 1000000 --modes lines
     python benchmarks/bench_dedup_scale.py --pages 10000 --check
+    python benchmarks/bench_dedup_scale.py --runner dask --pages 10000 100000 1000000 --modes shuffle lines
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from harness import cpu_seconds, peak_rss_mib
@@ -153,6 +161,29 @@ class WorkerMemory:
         self._thread.join()
 
 
+def count_pages():
+    """Counts the pages that reach it (``pages-out``) and emits nothing."""
+    import apache_beam as beam
+
+    from c4prep.beam_runs import CounterCache
+
+    class CountPages(beam.DoFn):
+        def setup(self) -> None:
+            self.counters = CounterCache(NAMESPACE)
+
+        def process(self, page):
+            self.counters.inc("pages-out")
+            return ()
+
+    return beam.ParDo(CountPages())
+
+
+def vm_hwm_mib() -> float:
+    """This process's peak RSS (``VmHWM``) in MiB."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+
+
 def shuffle_only():
     """Pages keyed by URL through a ``GroupByKey`` and back out: the runner's shuffle alone."""
     import apache_beam as beam
@@ -161,43 +192,57 @@ def shuffle_only():
             | beam.FlatMap(lambda url_pages: url_pages[1]))
 
 
-def run_one(pages: int, mode: str, workers: int, check: bool) -> dict:
+def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_memory_limit: str) -> dict:
     """One measured run in this process."""
     import apache_beam as beam
-    from apache_beam.metrics import Metrics
-    from apache_beam.options.pipeline_options import PipelineOptions
 
-    from c4prep.beam_runs import collect_counters
+    from c4prep.beam_runs import new_pipeline, pipeline_options, run_to_completion
     from c4prep.pipelines import dedup
     from c4prep.pipelines.beam_dedup import DedupLines, DedupSentences
 
     transform, namespace = {"lines": (DedupLines, dedup.LINES_NAMESPACE),
                             "sentences": (DedupSentences, dedup.SENTENCES_NAMESPACE),
                             "shuffle": (shuffle_only, NAMESPACE)}[mode]
-    pages_out = Metrics.counter(NAMESPACE, "pages-out")
-    pipeline = beam.Pipeline(options=PipelineOptions([
-        "--runner=DirectRunner", "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]))
+    cluster = None
+    if runner == "dask":
+        from distributed import LocalCluster
+
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               memory_limit=dask_memory_limit, dashboard_address=None)
+        options = pipeline_options("DaskRunner", [f"--dask_client_address={cluster.scheduler_address}",
+                                                  f"--dask_npartitions={-(-pages // CHUNK)}"])
+    else:
+        options = pipeline_options("DirectRunner", ["--direct_running_mode=multi_processing",
+                                                    f"--direct_num_workers={workers}"])
+    pipeline = new_pipeline(options)
     (
         pipeline
         | "ChunkStarts" >> beam.Create(range(0, pages, CHUNK), reshuffle=False)
         | "BuildPages" >> beam.FlatMap(chunk_pages, pages=pages)
         | "Dedup" >> transform()
-        | "Count" >> beam.Map(lambda page: pages_out.inc())
+        | "Count" >> count_pages()
     )
     cpu = cpu_seconds()
     start = time.perf_counter()
-    with WorkerMemory() as memory:
-        result = pipeline.run()
-        result.wait_until_finish()
+    with WorkerMemory() if cluster is None else nullcontext() as memory:
+        collected = run_to_completion(pipeline, options)
     seconds = time.perf_counter() - start
-    collected = collect_counters(result)
+    if cluster is not None:
+        from distributed import Client
+
+        with Client(cluster) as client:
+            worker_peaks = list(client.run(vm_hwm_mib).values())
+        cluster.close()
+    else:
+        worker_peaks = list(memory.peaks.values())
     counters = {**collected.get(namespace, {}), **collected.get(NAMESPACE, {})}
     report = {
-        "pages": pages, "mode": mode, "workers": workers,
+        "pages": pages, "mode": mode, "runner": runner, "workers": workers,
+        **({"dask_memory_limit": dask_memory_limit} if runner == "dask" else {}),
         "seconds": round(seconds, 1), "cpu_seconds": round(cpu_seconds() - cpu, 1),
         "pages_per_second": round(pages / seconds),
         "runner_peak_rss_mib": round(peak_rss_mib(), 1),
-        "worker_peak_rss_mib": sorted(round(peak, 1) for peak in memory.peaks.values()),
+        "worker_peak_rss_mib": sorted(round(peak, 1) for peak in worker_peaks),
         "counters": counters,
     }
     if check and mode != "shuffle":
@@ -215,18 +260,22 @@ def main(argv: list[str] | None = None) -> int:
                         default=["lines", "sentences", "shuffle"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--check", action="store_true", help="compare counters with the in-memory reference")
+    parser.add_argument("--runner", choices=("direct", "dask"), default="direct")
+    parser.add_argument("--dask-memory-limit", default="1.5GiB", help="per Dask worker (it spills past 60-70%%)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.child:
-        print(json.dumps(run_one(args.pages[0], args.modes[0], args.workers, args.check)), flush=True)
+        print(json.dumps(run_one(args.pages[0], args.modes[0], args.workers, args.check, args.runner,
+                                 args.dask_memory_limit)), flush=True)
         return 0
 
     reports = []
     for pages in args.pages:
         for mode in args.modes:
             command = [sys.executable, os.path.abspath(__file__), "--child", "--pages", str(pages), "--modes", mode,
-                       "--workers", str(args.workers), *(["--check"] if args.check else [])]
+                       "--workers", str(args.workers), "--runner", args.runner,
+                       "--dask-memory-limit", args.dask_memory_limit, *(["--check"] if args.check else [])]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode:
                 sys.stderr.write(done.stderr[-4000:])
@@ -234,8 +283,10 @@ def main(argv: list[str] | None = None) -> int:
             reports.append(json.loads(done.stdout.strip().splitlines()[-1]))
             print(json.dumps(reports[-1]), flush=True)
 
-    print(f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; DirectRunner "
-          f"multi_processing, {args.workers} workers; load average at end {os.getloadavg()}\n")
+    engine = (f"DaskRunner, local cluster, {args.workers} workers x 1 thread, {args.dask_memory_limit} each"
+              if args.runner == "dask" else f"DirectRunner multi_processing, {args.workers} workers")
+    print(f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; {engine}; "
+          f"load average at end {os.getloadavg()}\n")
     print("| N pages | mode | wall s | CPU s | pages/s | runner peak RSS MiB | worker peak RSS MiB | pages out |")
     print("|---:|---|---:|---:|---:|---:|---|---:|")
     for r in reports:
