@@ -123,7 +123,7 @@ def test_per_word_ppl_counts_whitespace_words_and_per_token_ppl_bpe_tokens(vae_r
 
 
 def test_generation_decodes_text_and_encodes_with_bos_unmasked(vae_run, ptb_small, tmp_path, capsys):
-    assert main(["experiment=adavae_ptb", "stage=generate", f"init_from={vae_run}", "objective.generate.max_words=8",
+    assert main(["experiment=adavae_ptb", "stage=generate", f"init_from={vae_run}", "objective.generate.max_tokens=8",
                  "objective.generate.interpolation_steps=2", *data_args(ptb_small), f"output_dir={tmp_path}",
                  *QUIET]) == 0
     result = json.loads((tmp_path / "generation.json").read_text())

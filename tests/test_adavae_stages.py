@@ -40,8 +40,9 @@ def test_adavae_evaluates_the_whole_test_file_deterministically(adavae_run, ptb_
 
 
 def test_adavae_generates_interpolations_analogies_and_prior_samples(adavae_run, ptb_small, tmp_path, capsys):
-    assert main(["experiment=adavae_ptb", "stage=generate", f"init_from={adavae_run}", "objective.generate.max_words=6",
-                 "objective.generate.interpolation_steps=3", *ptb_small, f"output_dir={tmp_path}", *TRAIN_QUIET]) == 0
+    assert main(["experiment=adavae_ptb", "stage=generate", f"init_from={adavae_run}",
+                 "objective.generate.max_tokens=6", "objective.generate.interpolation_steps=3", *ptb_small,
+                 f"output_dir={tmp_path}", *TRAIN_QUIET]) == 0
     result = json.loads((tmp_path / "generation.json").read_text())
     assert len(result["interpolation"]) == 5 and len(result["prior"]) == 5 and isinstance(result["analogy"], str)
     assert all(len(s.split()) <= 6 for s in result["interpolation"] + result["prior"])

@@ -180,7 +180,7 @@ def run_adavae_generate(cfg: DictConfig) -> dict[str, Any]:
     prior = torch.randn(int(generation["prior_samples"]), means.shape[1], generator=generator, device=ctx.device)
 
     def decode(z: torch.Tensor) -> list[str]:
-        ids = model.generate(z, vocab.bos_id, vocab.eos_id, int(generation["max_words"]),
+        ids = model.generate(z, vocab.bos_id, vocab.eos_id, int(generation["max_tokens"]),
                              greedy=bool(generation["greedy"]), top_k=generation.get("top_k"), generator=generator)
         return [vocab.decode(row) for row in ids]
 
