@@ -67,12 +67,13 @@ def dev_questions(shared_data, tmp_path_factory) -> Path:
 @pytest.mark.parametrize("attention", ["causal", "synthesizer"])
 def test_cs224n_a5_pretrain_finetune_evaluate(attention, dev_questions, shared_data, tmp_path):
     pretrain, finetune, evaluate = tmp_path / "pretrain", tmp_path / "finetune", tmp_path / "evaluate"
-    assert main(["experiment=cs224n_a5_pretrain", f"model.attention={attention}", "trainer.max_steps=3",
-                 "trainer.checkpoint_every=0", f"output_dir={pretrain}", *A5_SMALL]) == 0
+    assert main(["experiment=cs224n_a5_pretrain", f"model.attention={attention}", "+model.dropout=0.0",
+                 "trainer.max_steps=3", "trainer.checkpoint_every=0", f"output_dir={pretrain}", *A5_SMALL]) == 0
     spec = load_checkpoint(pretrain)["model_spec"]
-    assert spec["attention"] == attention and spec["vocab_size"] == 256
+    assert spec["attention"] == attention and spec["vocab_size"] == 256 and spec["dropout"] == 0.0
     assert main(["experiment=cs224n_a5_finetune", f"init_from={pretrain}", "trainer.max_steps=2",
                  f"data.evaluate={dev_questions}", f"output_dir={finetune}", *A5_SMALL]) == 0
+    assert load_checkpoint(finetune)["model_spec"] == {**spec, "dropout": 0.1}  # the handout's fine-tune dropout
     predictions = (finetune / "predictions.txt").read_text(encoding="utf-8").split("\n")
     assert len(predictions) == 25 and predictions[-1] == ""
     test_inputs = shared_data / "cs224n_a5" / "birth_test_inputs.tsv"

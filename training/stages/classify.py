@@ -22,7 +22,7 @@ from ..models import build_model
 from ..models.gpt import GPT
 from ..models.gpt_classifier import GPTClassifier
 from ..tasks import ClassificationTask
-from .common import model_from_checkpoint, start_run
+from .common import finetuning_state, model_from_checkpoint, start_run
 from .finetune import load_vocabulary
 from .row_training import fit_summary, row_set_trainer
 
@@ -39,7 +39,7 @@ def classifier_model(cfg: DictConfig, vocab_size: int, num_classes: int) -> tupl
     """``init_from``'s GPT (or a fresh one) with ``vocab_size`` ids and a classifier head; and its spec."""
     dropout = float(section(cfg, "data").get("classifier_dropout", 0.1))
     if cfg.init_from:
-        state = load_checkpoint(cfg.init_from)
+        state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
         backbone_spec = dict(state["model_spec"])
         if backbone_spec.pop("name") != "gpt":
             raise TrainConfigError(f"{cfg.init_from} is not a GPT checkpoint")

@@ -55,6 +55,20 @@ def model_from_config(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module
     return _build(spec), spec
 
 
+REGULARISATION_FIELDS = ("dropout", "dropout_rate")  # GPT, T5: training choices, not architecture
+
+
+def finetuning_state(state: dict[str, Any], cfg: DictConfig) -> dict[str, Any]:
+    """A checkpoint to fine-tune from: its weights and architecture, with the dropout that the config's ``model:``
+    section sets when it names the same model family (e.g. CS224N A5's 0.1 when fine-tuning a model pre-trained
+    without dropout). Unset fields keep the checkpoint's value."""
+    model_section = section(cfg, "model")
+    if model_section.get("name") != state["model_spec"].get("name"):
+        return state
+    overrides = {name: model_section[name] for name in REGULARISATION_FIELDS if name in model_section}
+    return {**state, "model_spec": {**state["model_spec"], **overrides}}
+
+
 def model_from_checkpoint(state: dict[str, Any], strict: bool = True) -> torch.nn.Module:
     """The model a checkpoint's spec describes, its weights loaded (``strict=False``: new modules such as adapters
     keep their initialisation)."""

@@ -30,7 +30,15 @@ from ..metrics import exact_match
 from ..models.t5 import T5
 from ..tasks import EncDecTask
 from ..trainer import Trainer, evaluate_model
-from .common import RunContext, model_from_checkpoint, model_from_config, optimization_from_config, restore, start_run
+from .common import (
+    RunContext,
+    finetuning_state,
+    model_from_checkpoint,
+    model_from_config,
+    optimization_from_config,
+    restore,
+    start_run,
+)
 from .pretrain import pretrain_data
 
 log = logging.getLogger(__name__)
@@ -120,7 +128,7 @@ def prepare_model(cfg: DictConfig, vocab_size: int) -> tuple[nn.Module, dict[str
         model, spec = model_from_config(cfg, vocab_size)
         state = None
     else:
-        state = load_checkpoint(cfg.init_from)
+        state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
         spec = dict(state["model_spec"])
         if spec["vocab_size"] != vocab_size:
             raise TrainConfigError(f"{cfg.init_from} was trained with {spec['vocab_size']} ids, data.vocab has "
