@@ -84,6 +84,17 @@ def test_padding_does_not_change_real_token_scores():
     torch.testing.assert_close(model.decode(padded, z)[:, :6], model.decode(x, z))
 
 
+def test_sentence_log_likelihood_sums_the_target_log_probabilities_of_the_full_logits():
+    """It projects only the target positions to the vocabulary; the result is the full logits' masked sum."""
+    model = vae(injection=("psa", "embedding"))
+    x, z = tokens(3, 8), torch.randn(3, 6)
+    mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3, [1] * 2 + [0] * 5], dtype=torch.bool)
+    inputs, targets = x[:, :-1], x[:, 1:]
+    log_probs = model.decode(inputs, z).log_softmax(-1).gather(-1, targets[..., None])[..., 0]
+    expected = (log_probs * mask).sum(-1)
+    torch.testing.assert_close(model.sentence_log_likelihood(inputs, targets, mask, z), expected)
+
+
 def _snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.detach().clone() for name, p in module.named_parameters()}
 

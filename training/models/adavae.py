@@ -163,6 +163,10 @@ class AdaVAE(nn.Module):
     # ----------------------------------------------------------------------------------------- decoder
     def decode(self, inputs: Tensor, z: Tensor) -> Tensor:
         """Next-token logits ``[B, T, vocab]`` of p(x|z) (causal; right padding never reaches real tokens)."""
+        return self.backbone.head(self.decoder_states(inputs, z))
+
+    def decoder_states(self, inputs: Tensor, z: Tensor) -> Tensor:
+        """The decoder's final hidden states ``[B, T, d]`` (after the last layer norm) given ``z``."""
         T, layers = inputs.shape[1], len(self.backbone.blocks)
         x = self._embed(inputs, self.injection.embedding(z))
         latent_slots = self.injection.slots(z, layers)
@@ -173,7 +177,7 @@ class AdaVAE(nn.Module):
             slots = latent_slots[index] + ([prefixes[index]] if prefixes else [])
             adapter = self.decoder_adapters[index] if self.decoder_adapters is not None else None
             x = self._block(index, x, allowed, slots, adapter)
-        return self.backbone.head(self.backbone.ln_f(x))
+        return self.backbone.ln_f(x)
 
     def forward(self, inputs: Tensor, input_mask: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """One training pass: (per-target negative log-likelihoods ``[B, T]``, mean, logvar), decoding one sample
@@ -183,10 +187,15 @@ class AdaVAE(nn.Module):
         return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none"), mean, logvar
 
     def sentence_log_likelihood(self, inputs: Tensor, targets: Tensor, target_mask: Tensor, z: Tensor) -> Tensor:
-        """log p(x|z) per sentence ``[B]``: target token log-probabilities summed over ``target_mask``."""
-        logits = self.decode(inputs, z).float()
-        token_nll = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
-        return -(token_nll * target_mask).sum(-1)
+        """log p(x|z) per sentence ``[B]``: target token log-probabilities summed over ``target_mask``. The
+        vocabulary projection runs at the target positions only: on padded PTB batches it and the softmax were
+        most of the importance-weighted evaluation's time."""
+        real = target_mask.bool()
+        logits = self.backbone.head(self.decoder_states(inputs, z)[real]).float()
+        token_nll = F.cross_entropy(logits, targets[real], reduction="none")
+        sentence = real.nonzero()[:, 0]
+        return -torch.zeros(inputs.shape[0], dtype=token_nll.dtype, device=token_nll.device).index_add_(
+            0, sentence, token_nll)
 
     @torch.no_grad()
     def generate(self, z: Tensor, bos_id: int, eos_id: int, max_new_tokens: int, greedy: bool = True,
