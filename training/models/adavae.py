@@ -180,22 +180,23 @@ class AdaVAE(nn.Module):
         return self.backbone.ln_f(x)
 
     def forward(self, inputs: Tensor, input_mask: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """One training pass: (per-target negative log-likelihoods ``[B, T]``, mean, logvar), decoding one sample
-        z ~ q(z|x) (reparameterised)."""
+        """One training pass: (per-target negative log-likelihoods ``[B, T]``, 0 at padding; mean, logvar),
+        decoding one sample z ~ q(z|x) (reparameterised). Targets sit at the input positions (``input_mask``)."""
         mean, logvar = self.encode(inputs, input_mask)
-        logits = self.decode(inputs, reparameterize(mean, logvar)).float()
-        return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none"), mean, logvar
+        states = self.decoder_states(inputs, reparameterize(mean, logvar))
+        return self._target_nll(states, targets, input_mask.bool()), mean, logvar
 
     def sentence_log_likelihood(self, inputs: Tensor, targets: Tensor, target_mask: Tensor, z: Tensor) -> Tensor:
-        """log p(x|z) per sentence ``[B]``: target token log-probabilities summed over ``target_mask``. The
-        vocabulary projection runs at the target positions only: on padded PTB batches it and the softmax were
-        most of the importance-weighted evaluation's time."""
-        real = target_mask.bool()
-        logits = self.backbone.head(self.decoder_states(inputs, z)[real]).float()
-        token_nll = F.cross_entropy(logits, targets[real], reduction="none")
-        sentence = real.nonzero()[:, 0]
-        return -torch.zeros(inputs.shape[0], dtype=token_nll.dtype, device=token_nll.device).index_add_(
-            0, sentence, token_nll)
+        """log p(x|z) per sentence ``[B]``: target token log-probabilities summed over ``target_mask``."""
+        return -self._target_nll(self.decoder_states(inputs, z), targets, target_mask.bool()).sum(-1)
+
+    def _target_nll(self, states: Tensor, targets: Tensor, real: Tensor) -> Tensor:
+        """Negative log-likelihoods ``[B, T]`` (fp32) of ``targets`` at the ``real`` positions, 0 elsewhere. The
+        vocabulary projection runs at those positions only: on padded PTB batches it and the softmax over all
+        positions were most of the importance-weighted evaluation's time."""
+        logits = self.backbone.head(states[real]).float()
+        nll = torch.zeros(real.shape, dtype=logits.dtype, device=logits.device)
+        return nll.masked_scatter(real, F.cross_entropy(logits, targets[real], reduction="none"))
 
     @torch.no_grad()
     def generate(self, z: Tensor, bos_id: int, eos_id: int, max_new_tokens: int, greedy: bool = True,
