@@ -1,0 +1,55 @@
+"""Diagnostic: how many dev birth places a pretrained CS224N A5 model recalls from its own wiki line.
+
+For each birth_dev.tsv person whose wiki.txt line has "born in " within its first 100 characters (the
+corruption's truncation keeps at most 112), the line up to and including "born in " is the prompt; the
+greedy continuation counts if it starts with the dev answer. This measures what pretraining memorised, before
+any fine-tuning, on the prompts pretraining saw (the QA fine-tune must recall it from the name alone).
+
+    python benchmarks/a5_fact_recall.py RUN_OR_CHECKPOINT [...]
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from c4prep.training.checkpoint import load_checkpoint
+from c4prep.training.data.char_corruption import load_char_corpus
+from c4prep.training.stages.common import model_from_checkpoint
+
+A5_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cs224n_a5"
+PROMPT_END = "born in "
+
+
+def recall_prompts() -> tuple[list[str], list[str]]:
+    """(wiki prefixes ending in "born in ", dev answers) for the dev people it applies to."""
+    documents, _ = load_char_corpus(A5_DATA / "wiki.txt")
+    by_name: dict[str, str] = {}
+    for document in documents:
+        by_name.setdefault(document.split(".")[0].strip(), document)
+    prompts, answers = [], []
+    for line in (A5_DATA / "birth_dev.tsv").read_text(encoding="utf-8").splitlines():
+        question, place = line.split("\t")
+        document = by_name.get(question.removeprefix("Where was ").removesuffix(" born?"), "")
+        cut = document.find(PROMPT_END)
+        if 0 <= cut <= 100 - len(PROMPT_END):
+            prompts.append(document[:cut + len(PROMPT_END)])
+            answers.append(place)
+    return prompts, answers
+
+
+def main(paths: list[str]) -> None:
+    torch.set_num_threads(2)
+    _, vocab = load_char_corpus(A5_DATA / "wiki.txt")
+    prompts, answers = recall_prompts()
+    encoded = [torch.from_numpy(vocab.encode(prompt).astype("int64")) for prompt in prompts]
+    for path in paths:
+        model = model_from_checkpoint(load_checkpoint(path)).eval()
+        outputs = model.generate(encoded, max_new_tokens=max(map(len, answers)) + 1)
+        hits = sum(vocab.decode(output.numpy()).startswith(answer) for output, answer in zip(outputs, answers))
+        print(f"{path}: {hits}/{len(answers)} = {hits / len(answers):.1%} recalled")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
