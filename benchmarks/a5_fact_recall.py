@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from c4prep.training.checkpoint import load_checkpoint
+from c4prep.training.data.birth_places import read_birth_places
 from c4prep.training.data.char_corruption import load_char_corpus
 from c4prep.training.stages.common import model_from_checkpoint
 
@@ -22,15 +23,13 @@ A5_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cs224n_a5"
 PROMPT_END = "born in "
 
 
-def recall_prompts() -> tuple[list[str], list[str]]:
+def recall_prompts(documents: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """(wiki prefixes ending in "born in ", dev answers) for the dev people it applies to."""
-    documents, _ = load_char_corpus(A5_DATA / "wiki.txt")
     by_name: dict[str, str] = {}
     for document in documents:
         by_name.setdefault(document.split(".")[0].strip(), document)
     prompts, answers = [], []
-    for line in (A5_DATA / "birth_dev.tsv").read_text(encoding="utf-8").splitlines():
-        question, place = line.split("\t")
+    for question, place in read_birth_places(A5_DATA / "birth_dev.tsv"):
         document = by_name.get(question.removeprefix("Where was ").removesuffix(" born?"), "")
         cut = document.find(PROMPT_END)
         if 0 <= cut <= 100 - len(PROMPT_END):
@@ -41,8 +40,8 @@ def recall_prompts() -> tuple[list[str], list[str]]:
 
 def main(paths: list[str]) -> None:
     torch.set_num_threads(2)
-    _, vocab = load_char_corpus(A5_DATA / "wiki.txt")
-    prompts, answers = recall_prompts()
+    documents, vocab = load_char_corpus(A5_DATA / "wiki.txt")
+    prompts, answers = recall_prompts(documents)
     encoded = [torch.from_numpy(vocab.encode(prompt).astype("int64")) for prompt in prompts]
     for path in paths:
         model = model_from_checkpoint(load_checkpoint(path)).eval()

@@ -108,6 +108,12 @@ def chunk_pages(start: int, pages: int):
         yield scale_page(index)
 
 
+def vm_hwm_mib(pid: int | str = "self") -> float:
+    """Peak RSS (``VmHWM``) of process ``pid`` (this one by default) in MiB."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+
+
 class WorkerMemory:
     """Peak RSS (VmHWM, MiB) of each Beam SDK worker process under this one, polled in a thread."""
 
@@ -146,11 +152,10 @@ class WorkerMemory:
         while not self._stop.wait(interval):
             for pid in self._sdk_workers():
                 try:
-                    with open(f"/proc/{pid}/status", encoding="ascii") as status:
-                        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-                except (OSError, StopIteration):
+                    peak = vm_hwm_mib(pid)
+                except (OSError, StopIteration):  # the worker exited between listing and reading
                     continue
-                self.peaks[pid] = max(self.peaks.get(pid, 0.0), peak / 1024)
+                self.peaks[pid] = max(self.peaks.get(pid, 0.0), peak)
 
     def __enter__(self) -> "WorkerMemory":
         self._thread.start()
@@ -178,10 +183,6 @@ def count_pages():
     return beam.ParDo(CountPages())
 
 
-def vm_hwm_mib() -> float:
-    """This process's peak RSS (``VmHWM``) in MiB."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
 
 
 def shuffle_only():
