@@ -8,7 +8,7 @@ import torch
 from c4prep.training.data.batches import BatchPlan, make_loader
 from c4prep.training.data.char_corruption import CharCorruptionRows, load_char_corpus
 from c4prep.training.data.char_text import CharTextError, char_text_splits
-from c4prep.training.data.row_batches import RowBatches, RowSet
+from c4prep.training.data.row_batches import RowBatches, RowSet, row_set_length_batches
 from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.objectives import make_objective
 from c4prep.training.objectives.decoder_rows import DecoderRowBuilder, pack_decoder_row, pack_padded_rows
@@ -106,6 +106,17 @@ def test_row_batches_do_not_depend_on_ranks_or_workers_and_resume():
     assert sorted(set(epoch0)) == list(range(37))  # drop_last=False: every item in an epoch of 5 steps
     resumed = RowBatches(rows, one, 0, num_steps=2).starting_at(4)
     assert [b["input_tokens"][:, 0].tolist() for b in resumed] == single[8:12]
+
+
+def test_length_batches_group_rows_by_length_and_name_their_items():
+    lengths = [5, 1, 3, 5, 2, 4, 1]
+    rows = RowSet(lambda item, epoch: {"loss_weights": np.array([1] * lengths[item] + [0] * (6 - lengths[item]))},
+                  len(lengths), "toy")
+    batches = list(row_set_length_batches(rows, 3, lambda row: int(row["loss_weights"].sum())))
+    assert [b["item"].tolist() for b in batches] == [[1, 6, 4], [2, 5, 0], [3]]  # ties keep item order
+    assert [b["loss_weights"].sum(-1).tolist() for b in batches] == [[1, 1, 2], [3, 4, 5], [5]]
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        next(row_set_length_batches(rows, 0, len))
 
 
 def test_mingpt_cosine_reproduces_the_a5_pretraining_anchors():

@@ -309,6 +309,7 @@ class FakeBatch:
     target_mask: torch.Tensor
     input_mask: torch.Tensor
     n_words: torch.Tensor
+    sentence_ids: torch.Tensor
 
 
 class FakeLinearGaussianVAE:
@@ -328,7 +329,8 @@ class FakeLinearGaussianVAE:
 
 
 def _batches(x: torch.Tensor, mask: torch.Tensor, n_words: torch.Tensor, size: int) -> list[FakeBatch]:
-    return [FakeBatch(x[i:i + size], x[i:i + size], mask[i:i + size], mask[i:i + size], n_words[i:i + size])
+    return [FakeBatch(x[i:i + size], x[i:i + size], mask[i:i + size], mask[i:i + size], n_words[i:i + size],
+                      torch.arange(i, min(i + size, x.shape[0])))
             for i in range(0, x.shape[0], size)]
 
 
@@ -376,6 +378,18 @@ def test_evaluate_vae_is_deterministic_and_independent_of_batching():
         assert other.keys() == reference.keys()
         for key, value in reference.items():
             assert other[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+    # batches in another order (as length-sorted evaluation makes them): the very same numbers
+    shuffled = evaluate_vae(vae, _batches(x, mask, n_words, 5)[::-1], n_samples=12, chunk=5, generator=_generator(0))
+    assert shuffled == run(5, 5, seed=0)
+
+
+def test_evaluate_vae_needs_sentence_ids():
+    model = LinearGaussian()
+    x = model.sample_x(3, seed=13)
+    batch = _batches(x, torch.ones_like(x, dtype=torch.bool), torch.ones(3), 3)[0]
+    batch.sentence_ids = None
+    with pytest.raises(ValueError, match="sentence_ids"):
+        evaluate_vae(FakeLinearGaussianVAE(model), [batch], n_samples=2, chunk=2, generator=_generator(0))
 
 
 def test_evaluate_vae_refuses_a_model_in_training_mode():
@@ -391,4 +405,4 @@ def test_evaluation_sums_reject_mismatched_rows():
     sums = VAEEvaluationSums()
     one = torch.zeros(3)
     with pytest.raises(ValueError, match="one row per sentence"):
-        sums.add(one, one, one, one, torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(2, 2), one, one)
+        sums.add(one, one, one, one, torch.zeros(3, 2), torch.zeros(3, 2), torch.zeros(2, 2), one, one, one)

@@ -56,3 +56,16 @@ def row_set_eval_batches(row_set: RowSet, rank: int, world_size: int,
     :func:`~c4prep.training.data.batches.rank_micro_batches`."""
     return rank_micro_batches(row_set.size, rank, world_size, micro_batch_size,
                               lambda items: [row_set.rows(int(item), 0) for item in items])
+
+
+def row_set_length_batches(row_set: RowSet, micro_batch_size: int,
+                           length: Callable[[dict[str, np.ndarray]], int]) -> Iterator[dict[str, torch.Tensor]]:
+    """Evaluation micro-batches of every item (epoch 0) in order of ``length(row)`` (ties in item order), so a
+    consumer that cuts a batch to its longest row computes little padding; ``item`` holds each row's item index."""
+    if micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+    rows = [row_set.rows(item, 0) for item in range(row_set.size)]
+    order = sorted(range(row_set.size), key=lambda item: length(rows[item]))
+    for start in range(0, len(order), micro_batch_size):
+        items = order[start:start + micro_batch_size]
+        yield {**collate_rows([rows[item] for item in items]), "item": torch.tensor(items, dtype=torch.int64)}

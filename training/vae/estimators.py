@@ -91,22 +91,24 @@ def perplexity(total_log_likelihood: float, total_count: int) -> float:
 class VAEEvaluationSums:
     """Per-sentence evaluation values, fed batch by batch; ``result()`` turns the whole set into the metric dict.
 
-    Everything is kept per sentence (float64, CPU) and reduced once at the end, so the numbers do not depend on
-    where the batch boundaries fall; MI's aggregate posterior and AU's variance need every sentence anyway.
+    Everything is kept per sentence (float64, CPU) and reduced once at the end in sentence-index order, so the
+    numbers depend neither on where the batch boundaries fall nor on the order of the batches; MI's aggregate
+    posterior and AU's variance need every sentence anyway.
     """
 
-    _FIELDS = ("iw_ll", "adavae_code_ll", "reconstruction", "kl", "mean", "logvar", "z_one", "n_tokens", "n_words")
+    _FIELDS = ("iw_ll", "adavae_code_ll", "reconstruction", "kl", "mean", "logvar", "z_one", "n_tokens", "n_words",
+               "sentence_ids")
 
     def __init__(self) -> None:
         self._parts: dict[str, list[Tensor]] = {name: [] for name in self._FIELDS}
 
     def add(self, iw_ll: Tensor, adavae_code_ll: Tensor, reconstruction: Tensor, kl: Tensor, mean: Tensor,
-            logvar: Tensor, z_one: Tensor, n_tokens: Tensor, n_words: Tensor) -> None:
+            logvar: Tensor, z_one: Tensor, n_tokens: Tensor, n_words: Tensor, sentence_ids: Tensor) -> None:
         """One batch of B sentences: IW and AdaVAE-code log-likelihoods ``[B]``, reconstruction = mean over the K
         samples of log p(x|z_k) ``[B]``, KL ``[B]``, posterior mean/logvar and one sample z ``[B, n_z]``, predicted
-        target tokens incl. EOS ``[B]`` and words ``[B]``."""
+        target tokens incl. EOS ``[B]``, words ``[B]`` and the sentences' indices in the set ``[B]``."""
         values = dict(iw_ll=iw_ll, adavae_code_ll=adavae_code_ll, reconstruction=reconstruction, kl=kl, mean=mean,
-                      logvar=logvar, z_one=z_one, n_tokens=n_tokens, n_words=n_words)
+                      logvar=logvar, z_one=z_one, n_tokens=n_tokens, n_words=n_words, sentence_ids=sentence_ids)
         size = iw_ll.shape[0]
         for name, value in values.items():
             if value.shape[0] != size:
@@ -120,7 +122,8 @@ class VAEEvaluationSums:
         n_words."""
         if not self._parts["iw_ll"]:
             raise ValueError("no sentences were evaluated; the evaluation set is empty")
-        v = {name: torch.cat(parts) for name, parts in self._parts.items()}
+        order = torch.cat(self._parts["sentence_ids"]).argsort(stable=True)
+        v = {name: torch.cat(parts)[order] for name, parts in self._parts.items()}
         n_sentences = v["iw_ll"].shape[0]
         n_tokens = int(v["n_tokens"].sum())
         n_words = int(v["n_words"].sum())
@@ -154,22 +157,24 @@ def evaluate_vae(model: Any, batches: Any, n_samples: int, chunk: int, generator
 
     ``model.encode(inputs, input_mask) -> (mean, logvar)`` and ``model.sentence_log_likelihood(inputs, targets,
     target_mask, z) -> [B]`` (summed log p(target tokens | z)); each batch has ``inputs``, ``targets``,
-    ``target_mask``, ``input_mask`` and ``n_words``. For each sentence, K = ``n_samples`` samples z_k ~ q(z|x) are
-    scored ``chunk`` at a time, with the batch rows repeated per sample so one decoder call scores B * chunk rows.
-    The first sample also serves MI. The noise of sentence i depends only on (one seed drawn from ``generator``, i),
-    so the numbers do not change with the batch size, the chunk size or the device.
+    ``target_mask``, ``input_mask``, ``n_words`` and ``sentence_ids`` (each sentence's index in the set). For each
+    sentence, K = ``n_samples`` samples z_k ~ q(z|x) are scored ``chunk`` at a time, with the batch rows repeated
+    per sample so one decoder call scores B * chunk rows. The first sample also serves MI. The noise of sentence i
+    depends only on (one seed drawn from ``generator``, i), and the sums are taken in index order, so the numbers do
+    not change with the batch size, the order of the batches, the chunk size or the device.
     """
     if n_samples < 1 or chunk < 1:
         raise ValueError(f"need n_samples >= 1 and chunk >= 1, got {n_samples} and {chunk}")
     if getattr(model, "training", False):
         raise ValueError("evaluate_vae needs model.eval(): dropout would make the estimates random")
     seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator, device=generator.device))
-    sums, sentence_offset = VAEEvaluationSums(), 0
+    sums = VAEEvaluationSums()
     for batch in batches:
+        if batch.sentence_ids is None:
+            raise ValueError("evaluate_vae needs each batch's sentence_ids: they key the sentences' noise")
         mean, logvar = model.encode(batch.inputs, batch.input_mask)
-        size, n_z = mean.shape
-        eps = torch.stack([sentence_noise(seed, sentence_offset + row, n_samples, n_z) for row in range(size)])
-        sentence_offset += size
+        n_z = mean.shape[1]
+        eps = torch.stack([sentence_noise(seed, int(index), n_samples, n_z) for index in batch.sentence_ids])
         z = sample_from_noise(mean.unsqueeze(1), logvar.unsqueeze(1), eps)  # [B, K, n_z]
         log_px_given_z = torch.cat([
             _score_chunk(model, batch, z[:, start:start + chunk]) for start in range(0, n_samples, chunk)
@@ -179,7 +184,7 @@ def evaluate_vae(model: Any, batches: Any, n_samples: int, chunk: int, generator
                  adavae_code_ll=adavae_code_log_likelihood(log_px_given_z, z64, mean64, logvar64),
                  reconstruction=log_px_given_z.mean(1), kl=kl_per_dimension(mean64, logvar64).sum(-1),
                  mean=mean, logvar=logvar, z_one=z[:, 0], n_tokens=batch.target_mask.sum(-1),
-                 n_words=batch.n_words)
+                 n_words=batch.n_words, sentence_ids=batch.sentence_ids)
     return sums.result()
 
 

@@ -18,8 +18,9 @@ from .objective import cyclic_beta, vae_loss
 
 def sentence_view(batch: dict[str, Tensor]) -> SimpleNamespace:
     """The real sentences of a batch of rows (evaluation padding rows dropped), cut to the longest one:
-    ``inputs``, ``targets``, ``target_mask``, ``input_mask`` (the same n + 1 positions) and ``n_words`` (the rows'
-    whitespace word counts, which per-word PPL divides by whatever the tokenizer)."""
+    ``inputs``, ``targets``, ``target_mask``, ``input_mask`` (the same n + 1 positions), ``n_words`` (the rows'
+    whitespace word counts, which per-word PPL divides by whatever the tokenizer) and ``sentence_ids`` (the rows'
+    ``item`` indices, None when the batch has none)."""
     mask = batch["loss_weights"].bool()
     real = mask.any(-1)
     if "row_mask" in batch:
@@ -28,7 +29,8 @@ def sentence_view(batch: dict[str, Tensor]) -> SimpleNamespace:
     width = max(int(mask.sum(-1).max()), 1) if mask.shape[0] else 1
     mask = mask[:, :width]
     return SimpleNamespace(inputs=batch["input_tokens"][real, :width], targets=batch["target_tokens"][real, :width],
-                           target_mask=mask, input_mask=mask, n_words=batch["n_words"][real])
+                           target_mask=mask, input_mask=mask, n_words=batch["n_words"][real],
+                           sentence_ids=batch["item"][real] if "item" in batch else None)
 
 
 @dataclass
