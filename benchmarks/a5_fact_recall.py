@@ -3,7 +3,9 @@
 For each birth_dev.tsv person whose wiki.txt line has "born in " within its first 100 characters (the
 corruption's truncation keeps at most 112), the line up to and including "born in " is the prompt; the
 greedy continuation counts if it starts with the dev answer. This measures what pretraining memorised, before
-any fine-tuning, on the prompts pretraining saw (the QA fine-tune must recall it from the name alone).
+any fine-tuning, on the prompts pretraining saw (the QA fine-tune must recall it from the name alone), and again
+with the prompt shifted behind one space and behind "Where was " (the QA question's lead): pretraining always sees
+a person's line from its first character, so this shows how much the recall depends on that position.
 
     python benchmarks/a5_fact_recall.py RUN_OR_CHECKPOINT [...]
 """
@@ -21,6 +23,7 @@ from c4prep.training.stages.common import model_from_checkpoint
 
 A5_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cs224n_a5"
 PROMPT_END = "born in "
+LEADS = {"as in wiki.txt": "", "after ' '": " ", "after 'Where was '": "Where was "}  # text put before the prompt
 
 
 def recall_prompts(documents: tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -42,12 +45,15 @@ def main(paths: list[str]) -> None:
     torch.set_num_threads(2)
     documents, vocab = load_char_corpus(A5_DATA / "wiki.txt")
     prompts, answers = recall_prompts(documents)
-    encoded = [torch.from_numpy(vocab.encode(prompt).astype("int64")) for prompt in prompts]
     for path in paths:
         model = model_from_checkpoint(load_checkpoint(path)).eval()
-        outputs = model.generate(encoded, max_new_tokens=max(map(len, answers)) + 1)
-        hits = sum(vocab.decode(output.numpy()).startswith(answer) for output, answer in zip(outputs, answers))
-        print(f"{path}: {hits}/{len(answers)} = {hits / len(answers):.1%} recalled")
+        recalled = []
+        for name, lead in LEADS.items():
+            encoded = [torch.from_numpy(vocab.encode(lead + prompt).astype("int64")) for prompt in prompts]
+            outputs = model.generate(encoded, max_new_tokens=max(map(len, answers)) + 1)
+            hits = sum(vocab.decode(output.numpy()).startswith(answer) for output, answer in zip(outputs, answers))
+            recalled.append(f"{name} {hits}/{len(answers)} = {hits / len(answers):.1%}")
+        print(f"{path}: recalled, prompt " + "; ".join(recalled))
 
 
 if __name__ == "__main__":
