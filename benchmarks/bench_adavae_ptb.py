@@ -6,6 +6,8 @@ IW-NLL with ``--iw-samples``, per-word PPL, -ELBO, KL, MI, AU). Results: ``<work
 table (mean +- std over seeds) on stdout and PNG plots of the beta/KL schedule and of the metric table.
 
     python benchmarks/bench_adavae_ptb.py --workdir /tmp/adavae_bench --steps 3000 --seeds 0 1 2 --iw-samples 100
+
+``--report-only`` tabulates and plots the runs already finished in ``--workdir`` (any seeds per variant).
 """
 from __future__ import annotations
 
@@ -94,13 +96,14 @@ def _cell(value: tuple[float, float | None] | None) -> str:
     return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
 
 
-def markdown(table: dict[str, dict[str, tuple[float, float]]], trainable: dict[str, float]) -> str:
-    lines = ["| variant | trainable / backbone | " + " | ".join(METRICS) + " |",
-             "|---|---|" + "---|" * len(METRICS)]
+def markdown(table: dict[str, dict[str, tuple[float, float]]], trainable: dict[str, float],
+             runs: dict[str, list[dict]]) -> str:
+    lines = ["| variant | runs | trainable / backbone | " + " | ".join(METRICS) + " |",
+             "|---|---|---|" + "---|" * len(METRICS)]
     for name, row in table.items():
         cells = [_cell(row.get(m)) for m in METRICS]
         share = f"{100 * trainable[name]:.1f}%" if name in trainable else "–"
-        lines.append(f"| {name} | {share} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name} | {len(runs[name])} | {share} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -146,6 +149,8 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--iw-samples", type=int, default=100)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: tabulate the finished runs among --variants x --seeds")
     args = parser.parse_args()
     workdir = args.workdir.resolve()
     threads = [f"trainer.num_threads={args.threads}"]
@@ -160,6 +165,8 @@ def main() -> None:
         for seed in args.seeds:
             run = workdir / f"{name}_seed{seed}"
             common = ["experiment=adavae_ptb", f"seed={seed}", *VARIANTS[name], *threads]
+            if args.report_only and not (run / "evaluation.json").exists():
+                continue
             if not (run / "evaluation.json").exists():
                 elapsed = train([*common, f"init_from={backbone}", f"output_dir={run}",
                                  f"trainer.max_steps={args.steps}", f"schedule.options.warmup_steps={args.steps // 6}",
@@ -176,7 +183,7 @@ def main() -> None:
                                                       "backbone": str(backbone)},
                                                       "runs": runs, "train_seconds": seconds}, indent=2,
                                                      default=str) + "\n")
-    print(markdown(table, trainable))
+    print(markdown(table, trainable, runs))
     schedule_run = workdir / f"{args.variants[0]}_seed{args.seeds[0]}"
     plot(workdir, table, schedule_run)
 
