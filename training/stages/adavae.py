@@ -7,7 +7,7 @@
   same path with that GPT-2 and its tokenizer (``data/gpt2_tokenizer.py``), which the run copies into
   ``gpt2_tokenizer/``. Sentences needing more than the backbone's ``block_size`` positions are refused.
 - ``stage=evaluate init_from=<AdaVAE run>``: IW log-likelihood (``objective.iw_samples``), per-token and per-word
-  PPL, -ELBO, KL, reconstruction, MI and AU on the whole ``data.test`` file in file order -> ``evaluation.json``.
+  PPL, -ELBO, KL, reconstruction, MI and AU on every sentence of ``data.test`` -> ``evaluation.json``.
 - ``stage=generate init_from=<AdaVAE run>``: sentences decoded from prior samples, from interpolations between
   two test sentences and from an analogy -> printed and ``generation.json``.
 """
