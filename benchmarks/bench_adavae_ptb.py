@@ -161,6 +161,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {"lm": [lm_test_metrics(backbone)]}
     trainable: dict[str, float] = {}
     seconds: dict[str, list[float]] = {}
+    finished: list[Path] = []
     for name in args.variants:
         for seed in args.seeds:
             run = workdir / f"{name}_seed{seed}"
@@ -176,16 +177,18 @@ def main() -> None:
                 train([*common, "stage=evaluate", f"init_from={run}", f"output_dir={run}",
                        f"objective.iw_samples={args.iw_samples}"])
             result = json.loads((run / "evaluation.json").read_text())
+            finished.append(run)
             runs.setdefault(name, []).append(result)
             trainable[name] = result["parameters"]["trainable_per_backbone"]
+    if not finished:
+        raise SystemExit(f"no finished runs of {args.variants} x seeds {args.seeds} in {workdir}")
     table = summarise(runs)
     (workdir / "results.json").write_text(json.dumps({"settings": vars(args) | {"workdir": str(workdir),
                                                       "backbone": str(backbone)},
                                                       "runs": runs, "train_seconds": seconds}, indent=2,
                                                      default=str) + "\n")
     print(markdown(table, trainable, runs))
-    schedule_run = workdir / f"{args.variants[0]}_seed{args.seeds[0]}"
-    plot(workdir, table, schedule_run)
+    plot(workdir, table, finished[0])
 
 
 if __name__ == "__main__":
