@@ -45,12 +45,13 @@ def main(paths: list[str]) -> None:
     torch.set_num_threads(2)
     documents, vocab = load_char_corpus(A5_DATA / "wiki.txt")
     prompts, answers = recall_prompts(documents)
+    encoded = {name: [torch.from_numpy(vocab.encode(lead + prompt).astype("int64")) for prompt in prompts]
+               for name, lead in LEADS.items()}
     for path in paths:
         model = model_from_checkpoint(load_checkpoint(path)).eval()
         recalled = []
-        for name, lead in LEADS.items():
-            encoded = [torch.from_numpy(vocab.encode(lead + prompt).astype("int64")) for prompt in prompts]
-            outputs = model.generate(encoded, max_new_tokens=max(map(len, answers)) + 1)
+        for name in LEADS:
+            outputs = model.generate(encoded[name], max_new_tokens=max(map(len, answers)) + 1)
             hits = sum(vocab.decode(output.numpy()).startswith(answer) for output, answer in zip(outputs, answers))
             recalled.append(f"{name} {hits}/{len(answers)} = {hits / len(answers):.1%}")
         print(f"{path}: recalled, prompt " + "; ".join(recalled))

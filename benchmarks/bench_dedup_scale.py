@@ -183,8 +183,6 @@ def count_pages():
     return beam.ParDo(CountPages())
 
 
-
-
 def shuffle_only():
     """Pages keyed by URL through a ``GroupByKey`` and back out: the runner's shuffle alone."""
     import apache_beam as beam
