@@ -8,6 +8,8 @@ table (mean +- std over seeds) on stdout and PNG plots of the beta/KL schedule a
     python benchmarks/bench_adavae_ptb.py --workdir /tmp/adavae_bench --steps 3000 --seeds 0 1 2 --iw-samples 100
 
 ``--report-only`` tabulates and plots the runs already finished in ``--workdir`` (any seeds per variant).
+``--evaluations DIR`` keeps each run's evaluation (and the table and plots) in ``DIR/<run>/`` instead of the run
+directory, so finished runs can be evaluated again with another ``--iw-samples`` without retraining them.
 """
 from __future__ import annotations
 
@@ -151,8 +153,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: tabulate the finished runs among --variants x --seeds")
+    parser.add_argument("--evaluations", type=Path,
+                        help="evaluate into DIR/<run>/ (default: the run directory), e.g. to add K=100 to K=10 runs")
     args = parser.parse_args()
     workdir = args.workdir.resolve()
+    evaluations = args.evaluations.resolve() if args.evaluations else workdir
     threads = [f"trainer.num_threads={args.threads}"]
     backbone = args.backbone.resolve() if args.backbone else workdir / "backbone"
     if not (backbone / VOCABULARY_FILE).exists():
@@ -166,29 +171,32 @@ def main() -> None:
         for seed in args.seeds:
             run = workdir / f"{name}_seed{seed}"
             common = ["experiment=adavae_ptb", f"seed={seed}", *VARIANTS[name], *threads]
-            if args.report_only and not (run / "evaluation.json").exists():
+            evaluation = evaluations / run.name / "evaluation.json"
+            if args.report_only and not evaluation.exists():
                 continue
-            if not (run / "evaluation.json").exists():
-                elapsed = train([*common, f"init_from={backbone}", f"output_dir={run}",
-                                 f"trainer.max_steps={args.steps}", f"schedule.options.warmup_steps={args.steps // 6}",
-                                 f"trainer.eval_every={args.steps // 4}", f"trainer.checkpoint_every={args.steps}",
-                                 "trainer.log_every=10"])
-                seconds.setdefault(name, []).append(elapsed)
-                train([*common, "stage=evaluate", f"init_from={run}", f"output_dir={run}",
+            if not evaluation.exists():
+                if not (run / "checkpoints" / f"step_{args.steps:08d}.pt").exists():
+                    elapsed = train([*common, f"init_from={backbone}", f"output_dir={run}",
+                                     f"trainer.max_steps={args.steps}",
+                                     f"schedule.options.warmup_steps={args.steps // 6}",
+                                     f"trainer.eval_every={args.steps // 4}", f"trainer.checkpoint_every={args.steps}",
+                                     "trainer.log_every=10"])
+                    seconds.setdefault(name, []).append(elapsed)
+                train([*common, "stage=evaluate", f"init_from={run}", f"output_dir={evaluation.parent}",
                        f"objective.iw_samples={args.iw_samples}"])
-            result = json.loads((run / "evaluation.json").read_text())
+            result = json.loads(evaluation.read_text())
             finished.append(run)
             runs.setdefault(name, []).append(result)
             trainable[name] = result["parameters"]["trainable_per_backbone"]
     if not finished:
         raise SystemExit(f"no finished runs of {args.variants} x seeds {args.seeds} in {workdir}")
     table = summarise(runs)
-    (workdir / "results.json").write_text(json.dumps({"settings": vars(args) | {"workdir": str(workdir),
+    (evaluations / "results.json").write_text(json.dumps({"settings": vars(args) | {"workdir": str(workdir),
                                                       "backbone": str(backbone)},
                                                       "runs": runs, "train_seconds": seconds}, indent=2,
                                                      default=str) + "\n")
     print(markdown(table, trainable, runs))
-    plot(workdir, table, finished[0])
+    plot(evaluations, table, finished[0])
 
 
 if __name__ == "__main__":
