@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from c4prep.training.data.sentences import (
     read_sentences,
     word_counts,
 )
+from c4prep.training.metrics import seed_summary
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.stages.common import model_from_checkpoint
 from c4prep.training.tasks import DecoderTask
@@ -79,26 +79,25 @@ def lm_test_metrics(backbone: Path) -> dict[str, float]:
             "ppl_token": math.exp(-total / tokens), "n_sentences": len(rows)}
 
 
-def summarise(runs: dict[str, list[dict]]) -> dict[str, dict[str, tuple[float, float | None]]]:
-    """Mean and sample std (None for a single run) of every metric, per variant."""
+def summarise(runs: dict[str, list[dict]]) -> dict[str, dict[str, dict[str, float]]]:
+    """``seed_summary`` (mean, sample std, runs) of every metric, per variant."""
     table = {}
     for name, results in runs.items():
         table[name] = {}
         for metric in METRICS:
             values = [r[metric] for r in results if metric in r]
             if values:
-                table[name][metric] = (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None)
+                table[name][metric] = seed_summary(values)
     return table
 
 
-def _cell(value: tuple[float, float | None] | None) -> str:
+def _cell(value: dict[str, float] | None) -> str:
     if value is None:
         return "–"
-    mean, std = value
-    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+    return f"{value['mean']:.2f}" if value["runs"] == 1 else f"{value['mean']:.2f} ± {value['std']:.2f}"
 
 
-def markdown(table: dict[str, dict[str, tuple[float, float]]], trainable: dict[str, float],
+def markdown(table: dict[str, dict[str, dict[str, float]]], trainable: dict[str, float],
              runs: dict[str, list[dict]]) -> str:
     lines = ["| variant | runs | trainable / backbone | " + " | ".join(METRICS) + " |",
              "|---|---|---|" + "---|" * len(METRICS)]
@@ -133,8 +132,8 @@ def plot(workdir: Path, table: dict, schedule_run: Path) -> None:
     names = list(table)
     figure, axes = plt.subplots(1, 4, figsize=(14, 3.5))
     for axis, metric in zip(axes, ("ppl_word", "neg_elbo", "mi", "au")):
-        means = [table[n].get(metric, (math.nan, 0))[0] for n in names]
-        errors = [table[n].get(metric, (0, 0))[1] or 0 for n in names]
+        cells = [table[n].get(metric, {"mean": math.nan, "std": 0.0}) for n in names]
+        means, errors = [c["mean"] for c in cells], [c["std"] for c in cells]
         axis.bar(range(len(names)), means, yerr=errors, color="tab:gray")
         axis.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
         axis.set_title(metric)

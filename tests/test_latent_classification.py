@@ -13,7 +13,6 @@ from c4prep.training.data.yelp import balanced_sample, read_yelp
 from c4prep.training.stages.common import model_from_checkpoint
 from c4prep.training.stages.latent_classification import (
     ClassifySettings,
-    accuracy_summary,
     adapter_run,
     encoder_batch,
     feature_run,
@@ -112,8 +111,6 @@ def test_batches_unknown_share_and_aggregation():
     assert unknown_share([[1, 2]], unk_id=7) == 0.0
     inputs, mask = encoder_batch([[1, 7, 5, 2], [1, 9, 2]])
     assert inputs.tolist() == [[1, 7, 5], [1, 9, 0]] and mask.tolist() == [[True] * 3, [True, True, False]]
-    assert accuracy_summary([0.5, 0.7, 0.9]) == pytest.approx({"mean": 0.7, "std": 0.2, "runs": 3})
-    assert accuracy_summary([0.6]) == {"mean": 0.6, "std": 0.0, "runs": 1}
     runs = [{"mode": "feature", "per_label": 5, "accuracy": 0.5}, {"mode": "feature", "per_label": 5, "accuracy": 0.7},
             {"mode": "adapters", "per_label": 50, "accuracy": 0.8}]
     summary = summarize_runs(runs)

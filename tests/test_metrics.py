@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from c4prep.training.metrics import MetricError, exact_match, token_accuracy, token_accuracy_counts
+from c4prep.training.metrics import MetricError, exact_match, seed_summary, token_accuracy, token_accuracy_counts
 
 
 def test_exact_match_london_baseline(shared_data):
@@ -65,3 +65,10 @@ def test_token_accuracy_errors():
         token_accuracy(PREDICTIONS, TARGETS, [1, 1])
     with pytest.raises(MetricError, match="weights must be non-negative"):
         token_accuracy(PREDICTIONS, TARGETS, -np.ones((2, 4)))
+
+
+def test_seed_summary():
+    assert seed_summary([0.5, 0.7, 0.9]) == pytest.approx({"mean": 0.7, "std": 0.2, "runs": 3})
+    assert seed_summary([0.6]) == {"mean": 0.6, "std": 0.0, "runs": 1}
+    with pytest.raises(MetricError, match="no values"):
+        seed_summary([])

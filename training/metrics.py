@@ -6,6 +6,7 @@ over batches with :func:`token_accuracy_counts` and divide once at the end.
 """
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,3 +61,11 @@ def _as_numpy(array: Any) -> np.ndarray:
             array = array.float()
         array = array.numpy()
     return np.asarray(array)
+
+
+def seed_summary(values: Sequence[float]) -> dict[str, float]:
+    """Mean, sample standard deviation (0 for one run) and number of runs of a metric over seeds."""
+    if not values:
+        raise MetricError("no values to summarise")
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {"mean": statistics.fmean(values), "std": std, "runs": len(values)}

@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -39,6 +38,7 @@ from ..data.gpt_tasks import FinetuneDataError
 from ..data.row_batches import content_fingerprint
 from ..data.sentences import SentenceDataError, SentenceVocabulary, encode_sentences
 from ..data.yelp import LABELS, balanced_sample, read_yelp
+from ..metrics import seed_summary
 from ..models.adavae import AdaVAE
 from ..seeding import example_rng
 from .adavae import trained_vae
@@ -107,20 +107,12 @@ def unknown_share(examples: Sequence[Sequence[int]], unk_id: int) -> float:
     return sum(token == unk_id for token in tokens) / len(tokens) if tokens else 0.0
 
 
-def accuracy_summary(accuracies: Sequence[float]) -> dict[str, float]:
-    """Mean, sample standard deviation (0 for one run) and number of runs."""
-    if not accuracies:
-        raise ValueError("no accuracies to summarise")
-    std = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
-    return {"mean": statistics.fmean(accuracies), "std": std, "runs": len(accuracies)}
-
-
 def summarize_runs(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
-    """``{mode: {per_label (as text): accuracy_summary}}`` over the runs' seeds, in order of first appearance."""
+    """``{mode: {per_label (as text): seed_summary of the accuracies}}`` over seeds, in order of first appearance."""
     grouped: dict[str, dict[str, list[float]]] = {}
     for run in runs:
         grouped.setdefault(run["mode"], {}).setdefault(str(run["per_label"]), []).append(run["accuracy"])
-    return {mode: {count: accuracy_summary(values) for count, values in counts.items()}
+    return {mode: {count: seed_summary(values) for count, values in counts.items()}
             for mode, counts in grouped.items()}
 
 
