@@ -6,9 +6,16 @@ import numpy as np
 import pytest
 import torch
 from c4prep.training.data.batches import BatchPlan, make_loader
+from c4prep.training.data.token_index import TokenDataError
 from c4prep.training.data.char_corruption import CharCorruptionRows, load_char_corpus
 from c4prep.training.data.char_text import CharTextError, char_text_splits
-from c4prep.training.data.row_batches import RowBatches, RowSet, row_set_length_batches
+from c4prep.training.data.row_batches import (
+    RowBatches,
+    RowSet,
+    length_order,
+    row_set_eval_batches,
+    row_set_length_batches,
+)
 from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.objectives import make_objective
 from c4prep.training.objectives.decoder_rows import DecoderRowBuilder, pack_decoder_row, pack_padded_rows
@@ -117,6 +124,20 @@ def test_length_batches_group_rows_by_length_and_name_their_items():
     assert [b["loss_weights"].sum(-1).tolist() for b in batches] == [[1, 1, 2], [3, 4, 5], [5]]
     with pytest.raises(ValueError, match="micro_batch_size"):
         next(row_set_length_batches(rows, 0, len))
+
+
+def test_eval_batches_in_length_order_are_dealt_to_ranks_and_padded():
+    lengths = [5, 1, 3, 5, 2, 4, 1]
+    rows = RowSet(lambda item, epoch: {"loss_weights": np.array([1] * lengths[item] + [0] * (6 - lengths[item])),
+                                       "id": np.array([item])}, len(lengths), "toy")
+    order = length_order(rows, lambda row: int(row["loss_weights"].sum()))
+    assert order.tolist() == [1, 6, 4, 2, 5, 0, 3]
+    ranks = [list(row_set_eval_batches(rows, rank, 2, 2, order)) for rank in (0, 1)]
+    assert [[b["id"][:, 0].tolist() for b in batches] for batches in ranks] == [[[1, 4], [5, 3]], [[6, 2], [0, 0]]]
+    assert [b["row_mask"].tolist() for b in ranks[1]] == [[True, True], [True, False]]  # same batch count per rank
+    assert [b["id"][:, 0].tolist() for b in row_set_eval_batches(rows, 0, 1, 4)] == [[0, 1, 2, 3], [4, 5, 6, 0]]
+    with pytest.raises(TokenDataError, match="order lists 3 items"):
+        next(row_set_eval_batches(rows, 0, 1, 4, order[:3]))
 
 
 def test_mingpt_cosine_reproduces_the_a5_pretraining_anchors():

@@ -214,10 +214,10 @@ def make_loader(dataset: MicroBatchStream, num_workers: int) -> DataLoader:
 
 
 def rank_micro_batches(num_items: int, rank: int, world_size: int, micro_batch_size: int,
-                       make_rows: Callable[[np.ndarray], list[dict[str, np.ndarray]]]
-                       ) -> Iterator[dict[str, torch.Tensor]]:
-    """Unshuffled micro-batches of rank ``rank``'s items ``i % world_size == rank``, in increasing order, each
-    collated from ``make_rows(item ids)``.
+                       make_rows: Callable[[np.ndarray], list[dict[str, np.ndarray]]],
+                       order: np.ndarray | None = None) -> Iterator[dict[str, torch.Tensor]]:
+    """Unshuffled micro-batches of rank ``rank``'s items ``order[rank::world_size]`` (``order``: every item id once;
+    default increasing), each collated from ``make_rows(item ids)``.
 
     Every rank yields the same number of micro-batches, ``ceil(ceil(N / W) / M)``, so collective ops line up. Rows
     past a rank's items are padding: all-zero arrays shaped like a real row, with ``row_mask`` (bool [M]) False;
@@ -227,7 +227,9 @@ def rank_micro_batches(num_items: int, rank: int, world_size: int, micro_batch_s
         raise TokenDataError(f"world_size and micro_batch_size must be >= 1, got {world_size}, {micro_batch_size}")
     if not 0 <= rank < world_size:
         raise TokenDataError(f"rank must be in [0, {world_size}), got {rank}")
-    items = np.arange(rank, num_items, world_size)
+    if order is not None and len(order) != num_items:
+        raise TokenDataError(f"order lists {len(order)} items, expected all {num_items}")
+    items = (np.arange(num_items) if order is None else np.asarray(order))[rank::world_size]
     per_rank = -(-num_items // world_size)
     template: dict[str, np.ndarray] | None = None
     for first in range(0, per_rank, micro_batch_size):

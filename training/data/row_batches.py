@@ -50,22 +50,27 @@ class RowBatches(MicroBatchStream):
         return collate_rows(pack_padded_rows(rows, self.pack_length) if self.pack_length else rows)
 
 
-def row_set_eval_batches(row_set: RowSet, rank: int, world_size: int,
-                         micro_batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-    """Unshuffled evaluation micro-batches of every item (epoch 0), padded with ``row_mask`` like
-    :func:`~c4prep.training.data.batches.rank_micro_batches`."""
+def row_set_eval_batches(row_set: RowSet, rank: int, world_size: int, micro_batch_size: int,
+                         order: np.ndarray | None = None) -> Iterator[dict[str, torch.Tensor]]:
+    """Unshuffled evaluation micro-batches of every item (epoch 0) in ``order`` (default: item order), dealt to the
+    ranks and padded with ``row_mask`` like :func:`~c4prep.training.data.batches.rank_micro_batches`."""
     return rank_micro_batches(row_set.size, rank, world_size, micro_batch_size,
-                              lambda items: [row_set.rows(int(item), 0) for item in items])
+                              lambda items: [row_set.rows(int(item), 0) for item in items], order)
+
+
+def length_order(row_set: RowSet, length: Callable[[dict[str, np.ndarray]], int]) -> np.ndarray:
+    """Every item of ``row_set`` sorted by ``length(row)`` at epoch 0, ties in item order: batches cut from it hold
+    rows of similar length, so a consumer that cuts a batch to its longest row computes little padding."""
+    return np.argsort([length(row_set.rows(item, 0)) for item in range(row_set.size)], kind="stable")
 
 
 def row_set_length_batches(row_set: RowSet, micro_batch_size: int,
                            length: Callable[[dict[str, np.ndarray]], int]) -> Iterator[dict[str, torch.Tensor]]:
-    """Evaluation micro-batches of every item (epoch 0) in order of ``length(row)`` (ties in item order), so a
-    consumer that cuts a batch to its longest row computes little padding; ``item`` holds each row's item index."""
+    """Evaluation micro-batches of every item (epoch 0) in :func:`length_order`; ``item`` holds each row's item
+    index."""
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
-    rows = [row_set.rows(item, 0) for item in range(row_set.size)]
-    order = sorted(range(row_set.size), key=lambda item: length(rows[item]))
+    order = length_order(row_set, length)
     for start in range(0, len(order), micro_batch_size):
         items = order[start:start + micro_batch_size]
-        yield {**collate_rows([rows[item] for item in items]), "item": torch.tensor(items, dtype=torch.int64)}
+        yield {**collate_rows([row_set.rows(int(item), 0) for item in items]), "item": torch.from_numpy(items)}

@@ -37,7 +37,7 @@ from ..models.adavae import AdaVAE, AdaVAEConfig
 from ..models.gpt import GPT
 from ..models.gpt_hf import gpt_from_hf_directory
 from ..vae.estimators import evaluate_vae
-from ..vae.task import VAESchedule, VAETask, sentence_view
+from ..vae.task import VAESchedule, VAETask, sentence_length, sentence_view
 from .common import RunContext, model_from_checkpoint, start_run
 from .row_corpora import sentence_row_set
 from .row_training import fit_summary, row_set_trainer
@@ -118,7 +118,8 @@ def run_adavae_train(cfg: DictConfig) -> dict[str, Any]:
     train = sentence_row_set(data, "train", vocab, positions=positions)
     validation = sentence_row_set(data, "validation", vocab, positions=positions) if data.get("validation") else None
     task = _task(cfg)
-    trainer = row_set_trainer(cfg, ctx, train, validation, task, model, spec)  # optimizer over every phase's params
+    # the optimizer holds every phase's parameters; validation batches sentences of similar length
+    trainer = row_set_trainer(cfg, ctx, train, validation, task, model, spec, validation_length=sentence_length)
     total = ctx.settings.max_steps
     trainer.step_hook = VAESchedule(task, model, total, int(total * float(objective["phase_two_fraction"])),
                                     int(objective["cycles"]), float(objective["ratio_zero"]),
@@ -146,10 +147,8 @@ def run_adavae_evaluate(cfg: DictConfig) -> dict[str, Any]:
     ctx = start_run(cfg)
     model, vocab, step = trained_vae(cfg, ctx)
     rows = sentence_row_set(data, "test", vocab, positions=model.backbone.config.block_size)
-    # Sentences of similar length share a batch: in file order PTB's test batches would be 2.2x padding.
     batches = (sentence_view({k: v.to(ctx.device) for k, v in batch.items()})
-               for batch in row_set_length_batches(rows, ctx.settings.micro_batch_size,
-                                                   lambda row: int(row["loss_weights"].sum())))
+               for batch in row_set_length_batches(rows, ctx.settings.micro_batch_size, sentence_length))
     generator = torch.Generator().manual_seed(int(cfg.seed))
     metrics = evaluate_vae(model, batches, int(objective["iw_samples"]), int(objective["iw_chunk"]), generator)
     result = {"step": step, "test": data["test"], "iw_samples": int(objective["iw_samples"]), **metrics,

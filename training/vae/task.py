@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -31,6 +32,12 @@ def sentence_view(batch: dict[str, Tensor]) -> SimpleNamespace:
     return SimpleNamespace(inputs=batch["input_tokens"][real, :width], targets=batch["target_tokens"][real, :width],
                            target_mask=mask, input_mask=mask, n_words=batch["n_words"][real],
                            sentence_ids=batch["item"][real] if "item" in batch else None)
+
+
+def sentence_length(row: dict[str, np.ndarray]) -> int:
+    """A sentence row's real positions (n + 1): what :func:`sentence_view` keeps of it. Batching rows in this order
+    keeps the cut batches nearly free of padding (PTB in file order: 2.2 positions per real one)."""
+    return int(row["loss_weights"].sum())
 
 
 @dataclass
