@@ -25,12 +25,20 @@ Mode ``shuffle`` keys the pages by URL and groups them (``GroupByKey``) without 
 ownership dedup needs to join its decisions back to the pages, so its memory is the runner's own cost. The dedup
 modes' memory above it is what the dedup adds.
 
-Each (N, mode) runs in a fresh process. ``--check`` also runs the in-memory reference on the same pages and
-compares counters (only for small N: the reference holds every page).
+``--pages-per-worker K`` scales the DirectRunner out with the data instead (weak scaling): ``ceil(N / K)`` SDK worker
+processes, so every worker's bundle holds about K pages whatever N, as a distributed runner's autoscaling keeps
+each worker's share bounded. A transform that kept state growing with the corpus on a worker (a global side input,
+a hot key's list of pages) would show here as worker memory growing with N.
+
+Each (N, mode) runs in a fresh process. The dedup's integrity counters (claims and owners sent and received
+between steps, `c4prep.beam_runs.INTEGRITY_NAMESPACE`) are checked after every run: a runner that lost data is
+named in a ``RUNNER LOST DATA`` line and the benchmark exits with 1. ``--check`` also runs the in-memory reference
+on the same pages and compares counters (only for small N: the reference holds every page).
 
     python benchmarks/bench_dedup_scale.py                                  # 10k and 100k, lines and sentences
     python benchmarks/bench_dedup_scale.py --pages 1000000 --modes lines
     python benchmarks/bench_dedup_scale.py --pages 10000 --check
+    python benchmarks/bench_dedup_scale.py --pages 10000 50000 100000 --pages-per-worker 5000
     python benchmarks/bench_dedup_scale.py --runner dask --pages 10000 100000 1000000 --modes shuffle lines
 """
 from __future__ import annotations
@@ -41,6 +49,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -198,6 +207,7 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
     from c4prep.beam_runs import new_pipeline, pipeline_options, run_to_completion
     from c4prep.pipelines import dedup
     from c4prep.pipelines.beam_dedup import DedupLines, DedupSentences
+    from c4prep.pipelines.funnel import integrity_errors
 
     transform, namespace = {"lines": (DedupLines, dedup.LINES_NAMESPACE),
                             "sentences": (DedupSentences, dedup.SENTENCES_NAMESPACE),
@@ -243,6 +253,7 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
         "runner_peak_rss_mib": round(peak_rss_mib(), 1),
         "worker_peak_rss_mib": sorted(round(peak, 1) for peak in worker_peaks),
         "counters": counters,
+        "integrity_errors": integrity_errors(collected),
     }
     if check and mode != "shuffle":
         reference = dedup.dedup_lines_reference if mode == "lines" else dedup.dedup_sentences_reference
@@ -252,12 +263,21 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
     return report
 
 
+def worker_memory(peaks: list[float]) -> str:
+    """Every worker's peak for two or fewer, else min / median / max."""
+    if len(peaks) <= 2:
+        return " / ".join(map(str, peaks))
+    return f"{min(peaks)} / {statistics.median(peaks)} / {max(peaks)} (min / median / max)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--modes", nargs="+", choices=("lines", "sentences", "shuffle"),
                         default=["lines", "sentences", "shuffle"])
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--pages-per-worker", type=int,
+                        help="DirectRunner: ceil(N / this) workers for N pages instead of --workers (weak scaling)")
     parser.add_argument("--check", action="store_true", help="compare counters with the in-memory reference")
     parser.add_argument("--runner", choices=("direct", "dask"), default="direct")
     parser.add_argument("--dask-memory-limit", default="1.5GiB", help="per Dask worker (it spills past 60-70%%)")
@@ -269,11 +289,14 @@ def main(argv: list[str] | None = None) -> int:
                                  args.dask_memory_limit)), flush=True)
         return 0
 
+    if args.pages_per_worker is not None and (args.runner != "direct" or args.pages_per_worker < 1):
+        parser.error("--pages-per-worker needs --runner direct and a positive count")
     reports = []
     for pages in args.pages:
+        workers = -(-pages // args.pages_per_worker) if args.pages_per_worker else args.workers
         for mode in args.modes:
             command = [sys.executable, os.path.abspath(__file__), "--child", "--pages", str(pages), "--modes", mode,
-                       "--workers", str(args.workers), "--runner", args.runner,
+                       "--workers", str(workers), "--runner", args.runner,
                        "--dask-memory-limit", args.dask_memory_limit, *(["--check"] if args.check else [])]
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode:
@@ -282,17 +305,23 @@ def main(argv: list[str] | None = None) -> int:
             reports.append(json.loads(done.stdout.strip().splitlines()[-1]))
             print(json.dumps(reports[-1]), flush=True)
 
+    direct_workers = (f"ceil(N / {args.pages_per_worker}) workers" if args.pages_per_worker
+                      else f"{args.workers} workers")
     engine = (f"DaskRunner, local cluster, {args.workers} workers x 1 thread, {args.dask_memory_limit} each"
-              if args.runner == "dask" else f"DirectRunner multi_processing, {args.workers} workers")
+              if args.runner == "dask" else f"DirectRunner multi_processing, {direct_workers}")
     print(f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; {engine}; "
           f"load average at end {os.getloadavg()}\n")
-    print("| N pages | mode | wall s | CPU s | pages/s | runner peak RSS MiB | worker peak RSS MiB | pages out |")
-    print("|---:|---|---:|---:|---:|---:|---|---:|")
+    print("| N pages | mode | workers | wall s | CPU s | pages/s | runner peak RSS MiB | worker peak RSS MiB | "
+          "pages out |")
+    print("|---:|---|---:|---:|---:|---:|---:|---|---:|")
     for r in reports:
-        print(f"| {r['pages']:,} | {r['mode']} | {r['seconds']} | {r['cpu_seconds']} | {r['pages_per_second']:,} | "
-              f"{r['runner_peak_rss_mib']} | {' / '.join(map(str, r['worker_peak_rss_mib']))} | "
+        print(f"| {r['pages']:,} | {r['mode']} | {r['workers']} | {r['seconds']} | {r['cpu_seconds']} | "
+              f"{r['pages_per_second']:,} | {r['runner_peak_rss_mib']} | {worker_memory(r['worker_peak_rss_mib'])} | "
               f"{r['counters'].get('pages-out', 0):,} |")
-    return 0 if all(r.get("matches_reference", True) for r in reports) else 1
+    for r in reports:
+        for error in r["integrity_errors"]:
+            print(f"RUNNER LOST DATA at {r['pages']:,} pages, {r['mode']}, {r['workers']} workers: {error}")
+    return 0 if all(r.get("matches_reference", True) and not r["integrity_errors"] for r in reports) else 1
 
 
 if __name__ == "__main__":

@@ -112,6 +112,11 @@ def _dask_task_recorder():
     return task_counter_recorder()
 
 
+INTEGRITY_NAMESPACE = "integrity"
+"""Counters in pairs ``<check>:sent`` / ``<check>:received`` that must be equal after a run: what one step emitted
+and the next one got. A difference is data the runner lost (or duplicated) between them."""
+
+
 class CounterCache:
     """Counters of one namespace: Beam metrics, or the Dask task's counts under the DaskRunner (`dask_runs`)."""
 

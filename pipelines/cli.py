@@ -57,7 +57,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     from c4prep.manifest import ManifestError
 
     from .funnel import format_funnel
-    from .run_c4 import InputError, RunConfig, bundled_sample, run_c4
+    from .run_c4 import DataLossError, InputError, RunConfig, bundled_sample, run_c4
     from .variants import VariantError, load_variant
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -83,7 +83,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     started = time.monotonic()
     try:
         result = run_c4(config, ctx.args)
-    except (InputError, ManifestError, RunnerSetupError) as error:
+    except (InputError, ManifestError, RunnerSetupError, DataLossError) as error:
         raise click.ClickException(str(error)) from None
     elapsed = time.monotonic() - started
     click.echo("\n" + format_funnel(result.funnel))

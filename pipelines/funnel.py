@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from c4prep.beam_runs import INTEGRITY_NAMESPACE
 from c4prep.manifest import Counters
 
 
@@ -42,7 +43,8 @@ class FunnelStage:
 
 @dataclass
 class Funnel:
-    """Where every page and line went. `reconciled` is True when pages in = pages out + pages dropped."""
+    """Where every page and line went. `reconciled` is True when pages in = pages out + pages dropped and no
+    integrity check failed (`integrity_errors`: data the runner lost between two steps)."""
 
     input_files: int
     input_problems: dict[str, int]
@@ -51,6 +53,7 @@ class Funnel:
     pages_out_by_split: dict[str, int]
     stages: list[FunnelStage]
     lines: dict[str, int] = field(default_factory=dict)
+    integrity_errors: list[str] = field(default_factory=list)
     reconciled: bool = False
 
     def to_dict(self) -> dict:
@@ -78,11 +81,24 @@ def build_funnel(counters: Counters) -> Funnel:
         pages_out_by_split=by_split,
         stages=stages,
         lines=_line_funnel(counters.get("clean-page", {}), written),
+        integrity_errors=integrity_errors(counters),
     )
     chained = all(before.pages_out == after.pages_in for before, after in zip(stages, stages[1:]))
     dropped_total = sum(sum(stage.dropped.values()) for stage in stages)
-    funnel.reconciled = chained and funnel.pages_in == funnel.pages_out + dropped_total
+    funnel.reconciled = (chained and funnel.pages_in == funnel.pages_out + dropped_total
+                         and not funnel.integrity_errors)
     return funnel
+
+
+def integrity_errors(counters: Counters) -> list[str]:
+    """One message per `<check>:sent` / `<check>:received` pair of `INTEGRITY_NAMESPACE` that differs."""
+    values = counters.get(INTEGRITY_NAMESPACE, {})
+    errors = []
+    for check in sorted({name.rsplit(":", 1)[0] for name in values}):
+        sent, received = values.get(f"{check}:sent", 0), values.get(f"{check}:received", 0)
+        if sent != received:
+            errors.append(f"{check}: {sent:,} sent, {received:,} received")
+    return errors
 
 
 def _line_funnel(clean_counters: dict[str, int], written: dict[str, int]) -> dict[str, int]:
@@ -115,4 +131,5 @@ def format_funnel(funnel: Funnel) -> str:
     width = max(len(label) for label, _ in rows)
     text = "\n".join(f"{label:<{width}}  {'' if n is None else f'{n:>10,}'}" for label, n in rows)
     status = "reconciled" if funnel.reconciled else "NOT RECONCILED: counters do not add up"
-    return f"{text}\npages in = pages out + dropped: {status}"
+    lost = "".join(f"\nrunner lost data: {error}" for error in funnel.integrity_errors)
+    return f"{text}\npages in = pages out + dropped: {status}{lost}"

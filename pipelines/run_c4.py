@@ -33,6 +33,10 @@ class InputError(ValueError):
     """The user's input selection cannot be read (message says what and how to fix it)."""
 
 
+class DataLossError(RuntimeError):
+    """The runner lost data between two pipeline steps (an integrity check failed); nothing was written."""
+
+
 @dataclass
 class RunConfig:
     """Everything that decides what a run produces (recorded in the manifest)."""
@@ -141,6 +145,13 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     build_c4_pipeline(pipeline, config, staging_dir)
     counters = run_to_completion(pipeline, options)
     funnel = build_funnel(counters)
+    if funnel.integrity_errors:
+        remove_stale_staging(config.output)
+        raise DataLossError(
+            f"the {config.runner} runner lost data between pipeline steps ({'; '.join(funnel.integrity_errors)}), "
+            f"so nothing was written to {config.output}. This is a runner fault, not an input problem: run again, "
+            "and with the DirectRunner use fewer --direct_num_workers (its multi_processing mode lost a whole "
+            "worker's share of a stage at 20 workers in c4prep's tests).")
     infos = complete_empty_shards(staging_dir, read_shard_infos(staging_dir), config.num_shards)
     manifest = build_manifest(
         DOCUMENT_SCHEMA,

@@ -17,7 +17,7 @@ from pathlib import Path
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
-
+from c4prep.beam_runs import INTEGRITY_NAMESPACE
 from c4prep.pipelines import c4_rules
 from c4prep.pipelines.beam_dedup import DedupLines, DedupSentences, SmallestClaim, dedup_transform
 from c4prep.pipelines.c4_rules import md5_hex, normalize_url
@@ -36,6 +36,7 @@ from c4prep.pipelines.dedup import (
     sentences_by_line,
     smaller_claim,
 )
+from c4prep.pipelines.funnel import integrity_errors
 from c4prep.pipelines.readers import read_records
 from c4prep.pipelines.records import Page, RawRecord
 from c4prep.pipelines.sentences import split_sentences
@@ -96,11 +97,16 @@ def run_beam(tmp_path: Path, jobs: dict[str, tuple[list[Page], beam.PTransform]]
         paths = sorted((tmp_path / label).glob("part*"))
         outputs[label] = [page_from_json(row) for path in paths for row in path.read_text("utf-8").splitlines()]
     counters: dict[str, Counter] = defaultdict(Counter)
+    integrity: dict[str, Counter] = defaultdict(Counter)
     for metric in result.metrics().query()["counters"]:
         label = metric.key.step.split("/")[0]
         value = metric.committed if metric.committed is not None else metric.attempted
-        if value:
+        if value and metric.key.metric.namespace == INTEGRITY_NAMESPACE:
+            integrity[label][metric.key.metric.name] += int(value)
+        elif value:
             counters[label][f"{metric.key.metric.namespace}/{metric.key.metric.name}"] += int(value)
+    for label in jobs:  # every dedup run here counts its claims and owners, and nothing is lost between steps
+        assert integrity[label] and not integrity_errors({INTEGRITY_NAMESPACE: integrity[label]}), integrity[label]
     return outputs, {label: dict(counters[label]) for label in jobs}
 
 
@@ -346,7 +352,7 @@ def test_claims_and_combiner_are_order_free():
         parts = [claims[a:b] for a, b in zip([0, *cuts], [*cuts, len(claims)])]
         accumulators = [combiner.add_inputs(combiner.create_accumulator(), part) for part in parts]
         accumulators.append(combiner.create_accumulator())
-        assert combiner.extract_output(combiner.merge_accumulators(accumulators)) == smallest
+        assert combiner.extract_output(combiner.merge_accumulators(accumulators)) == (smallest, len(claims))
     assert smaller_claim(None, None) is None
     page = make_page("http://c.example/", "A line.\nB line.\na LINE.")
     assert [(key, claim[2]) for key, claim in line_claims(page)] == [(line_key("A line."), 0), (line_key("B line."), 1)]

@@ -9,10 +9,12 @@ import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
+from c4prep.beam_runs import INTEGRITY_NAMESPACE, run_to_completion
 from c4prep.cli import main
 from c4prep.manifest import read_manifest
 from c4prep.pipelines import c4_rules
-from c4prep.pipelines.run_c4 import RunConfig, bundled_sample, run_c4
+from c4prep.pipelines.funnel import integrity_errors
+from c4prep.pipelines.run_c4 import DataLossError, RunConfig, bundled_sample, run_c4
 from c4prep.schemas import DOCUMENT_SCHEMA
 
 SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
@@ -73,6 +75,40 @@ def test_counters_reconcile(sample_run):
     line_drops = sum(n for name, n in clean.items() if name.startswith("line-filtered:"))
     assert clean["line-in"] == clean["line-passed"] + line_drops
     assert funnel.lines["out"] == sum(text.count("\n") + 1 for text in _all_texts(sample_run[0]))
+
+
+def test_integrity_counters_are_in_the_manifest_and_match(sample_run):
+    counters = read_manifest(str(sample_run[0])).counters[INTEGRITY_NAMESPACE]
+    assert counters["dedupe-sentences/claims:sent"] == counters["dedupe-sentences/claims:received"] > 1000
+    assert counters["dedupe-sentences/owners:sent"] == counters["dedupe-sentences/owners:received"] > 1000
+    assert not sample_run[1].funnel.integrity_errors
+
+
+def test_integrity_errors_name_every_unequal_pair():
+    counters = {INTEGRITY_NAMESPACE: {"d/claims:sent": 13, "d/claims:received": 13, "d/owners:sent": 360_582,
+                                      "d/owners:received": 324_524, "e/rows:sent": 2}}
+    assert integrity_errors(counters) == ["d/owners: 360,582 sent, 324,524 received", "e/rows: 2 sent, 0 received"]
+    assert integrity_errors({}) == []
+
+
+def test_a_run_whose_runner_loses_data_writes_nothing(tmp_path, webdata, monkeypatch):
+    """A lost worker share (simulated: a third of the owners never reach their pages) fails the run, names the
+    check, and leaves the previous output untouched."""
+    output = tmp_path / "out"
+    run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=1))
+    before = file_digests(output)
+
+    def losing(pipeline, options):
+        counters = run_to_completion(pipeline, options)
+        owners = counters[INTEGRITY_NAMESPACE]["dedupe-sentences/owners:received"]
+        counters[INTEGRITY_NAMESPACE]["dedupe-sentences/owners:received"] = owners - owners // 3
+        return counters
+
+    monkeypatch.setattr("c4prep.pipelines.run_c4.run_to_completion", losing)
+    with pytest.raises(DataLossError, match="dedupe-sentences/owners: .* sent, .* received.*nothing was written"):
+        run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2))
+    assert file_digests(output) == before
+    assert sorted(path.name for path in output.iterdir()) == sorted([*before, "manifest.json"])  # no staging left
 
 
 def _all_texts(output: Path) -> list[str]:
