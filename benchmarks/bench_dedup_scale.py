@@ -267,7 +267,7 @@ def worker_memory(peaks: list[float]) -> str:
     """Every worker's peak for two or fewer, else min / median / max."""
     if len(peaks) <= 2:
         return " / ".join(map(str, peaks))
-    return f"{min(peaks)} / {statistics.median(peaks)} / {max(peaks)} (min / median / max)"
+    return f"{min(peaks)} / {round(statistics.median(peaks), 1)} / {max(peaks)} (min / median / max)"
 
 
 def main(argv: list[str] | None = None) -> int:
