@@ -6,8 +6,8 @@ Shape of both transforms (the per-page functions are the ones the in-memory refe
     pages ─ Map(-> (url, page)) ────────────────────────────────────────────────── CoGroupByKey(url) ┴─ ParDo(remove)
 
 Integrity: the claims sent to the combiner and received out of it, and the owners sent to the join and received
-by the pages, are counted in `INTEGRITY_NAMESPACE`; the funnel fails the run when a pair differs (a DirectRunner
-with 20 worker processes lost one worker's share of a stage in 3 of 6 runs of 100k pages, silently).
+by the pages, are counted in `INTEGRITY_NAMESPACE`; `run_c4` fails the run when a pair differs (a DirectRunner with
+20 worker processes silently lost whole worker shares of the owner join in 6 of 9 runs of 100k pages).
 
 The combiner keeps ONE claim per key (and a count) and is associative and commutative, so Beam lifts it before
 the shuffle: each bundle pre-combines its claims and a key shared by millions of pages never has the list of its
@@ -31,6 +31,7 @@ CountedClaim = tuple[dedup.Claim, int]
 
 
 def _merge_counted(first: CountedClaim | None, second: CountedClaim | None) -> CountedClaim | None:
+    """The smaller claim of two, with their claim counts added (`None` = nothing yet)."""
     if first is None:
         return second
     if second is None:
