@@ -43,8 +43,8 @@ class FunnelStage:
 
 @dataclass
 class Funnel:
-    """Where every page and line went. `reconciled` is True when pages in = pages out + pages dropped and no
-    integrity check failed (`integrity_errors`: data the runner lost between two steps)."""
+    """Where every page and line went. `reconciled` is True when nothing went missing: `losses` is empty (pages
+    passed by one stage = pages the next got, pages in = pages out + pages dropped, every integrity check equal)."""
 
     input_files: int
     input_problems: dict[str, int]
@@ -53,7 +53,7 @@ class Funnel:
     pages_out_by_split: dict[str, int]
     stages: list[FunnelStage]
     lines: dict[str, int] = field(default_factory=dict)
-    integrity_errors: list[str] = field(default_factory=list)
+    losses: list[str] = field(default_factory=list)
     reconciled: bool = False
 
     def to_dict(self) -> dict:
@@ -81,13 +81,21 @@ def build_funnel(counters: Counters) -> Funnel:
         pages_out_by_split=by_split,
         stages=stages,
         lines=_line_funnel(counters.get("clean-page", {}), written),
-        integrity_errors=integrity_errors(counters),
     )
-    chained = all(before.pages_out == after.pages_in for before, after in zip(stages, stages[1:]))
-    dropped_total = sum(sum(stage.dropped.values()) for stage in stages)
-    funnel.reconciled = (chained and funnel.pages_in == funnel.pages_out + dropped_total
-                         and not funnel.integrity_errors)
+    funnel.losses = page_losses(stages, funnel.pages_out) + integrity_errors(counters)
+    funnel.reconciled = not funnel.losses
     return funnel
+
+
+def page_losses(stages: list[FunnelStage], pages_out: int) -> list[str]:
+    """One message per place where the page counts do not add up."""
+    losses = [f"pages: {before.namespace} passed {before.pages_out:,}, {after.namespace} got {after.pages_in:,}"
+              for before, after in zip(stages, stages[1:]) if before.pages_out != after.pages_in]
+    pages_in = stages[0].pages_in if stages else 0
+    dropped = sum(sum(stage.dropped.values()) for stage in stages)
+    if pages_in != pages_out + dropped:
+        losses.append(f"pages: {pages_in:,} in, but {pages_out:,} written + {dropped:,} dropped")
+    return losses
 
 
 def integrity_errors(counters: Counters) -> list[str]:
@@ -131,5 +139,5 @@ def format_funnel(funnel: Funnel) -> str:
     width = max(len(label) for label, _ in rows)
     text = "\n".join(f"{label:<{width}}  {'' if n is None else f'{n:>10,}'}" for label, n in rows)
     status = "reconciled" if funnel.reconciled else "NOT RECONCILED: counters do not add up"
-    lost = "".join(f"\nrunner lost data: {error}" for error in funnel.integrity_errors)
-    return f"{text}\npages in = pages out + dropped: {status}{lost}"
+    losses = "".join(f"\n  missing: {loss}" for loss in funnel.losses)
+    return f"{text}\npages in = pages out + dropped: {status}{losses}"

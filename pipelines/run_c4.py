@@ -34,7 +34,7 @@ class InputError(ValueError):
 
 
 class DataLossError(RuntimeError):
-    """The runner lost data between two pipeline steps (an integrity check failed); nothing was written."""
+    """Pages or dedup records went missing between two pipeline steps (`Funnel.losses`); nothing was written."""
 
 
 @dataclass
@@ -145,10 +145,10 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     build_c4_pipeline(pipeline, config, staging_dir)
     counters = run_to_completion(pipeline, options)
     funnel = build_funnel(counters)
-    if funnel.integrity_errors:
+    if funnel.losses:
         remove_stale_staging(config.output)
         raise DataLossError(
-            f"the {config.runner} runner lost data between pipeline steps ({'; '.join(funnel.integrity_errors)}), "
+            f"data went missing between pipeline steps on the {config.runner} runner ({'; '.join(funnel.losses)}), "
             f"so nothing was written to {config.output}. This is a runner fault, not an input problem: run again, "
             "and with the DirectRunner use fewer --direct_num_workers (its multi_processing mode lost a whole "
             "worker's share of a stage at 20 workers in c4prep's tests).")

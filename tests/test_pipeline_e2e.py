@@ -81,7 +81,7 @@ def test_integrity_counters_are_in_the_manifest_and_match(sample_run):
     counters = read_manifest(str(sample_run[0])).counters[INTEGRITY_NAMESPACE]
     assert counters["dedupe-sentences/claims:sent"] == counters["dedupe-sentences/claims:received"] > 1000
     assert counters["dedupe-sentences/owners:sent"] == counters["dedupe-sentences/owners:received"] > 1000
-    assert not sample_run[1].funnel.integrity_errors
+    assert not sample_run[1].funnel.losses
 
 
 def test_integrity_errors_name_every_unequal_pair():
@@ -106,6 +106,16 @@ def test_a_run_whose_runner_loses_data_writes_nothing(tmp_path, webdata, monkeyp
 
     monkeypatch.setattr("c4prep.pipelines.run_c4.run_to_completion", losing)
     with pytest.raises(DataLossError, match="dedupe-sentences/owners: .* sent, .* received.*nothing was written"):
+        run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2))
+    assert file_digests(output) == before
+
+    def losing_pages(pipeline, options):  # the english filter's input misses 2 pages the dedup passed
+        counters = run_to_completion(pipeline, options)
+        counters["english-filter"]["passed"] -= 2
+        return counters
+
+    monkeypatch.setattr("c4prep.pipelines.run_c4.run_to_completion", losing_pages)
+    with pytest.raises(DataLossError, match="pages: dedupe-sentences passed .*, english-filter got .*nothing"):
         run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2))
     assert file_digests(output) == before
     assert sorted(path.name for path in output.iterdir()) == sorted([*before, "manifest.json"])  # no staging left
