@@ -13,7 +13,7 @@ from c4prep.beam_runs import INTEGRITY_NAMESPACE, run_to_completion
 from c4prep.cli import main
 from c4prep.manifest import read_manifest
 from c4prep.pipelines import c4_rules
-from c4prep.pipelines.funnel import integrity_errors
+from c4prep.pipelines.funnel import build_funnel, format_funnel, integrity_errors
 from c4prep.pipelines.run_c4 import DataLossError, RunConfig, bundled_sample, run_c4
 from c4prep.schemas import DOCUMENT_SCHEMA
 
@@ -89,6 +89,17 @@ def test_integrity_errors_name_every_unequal_pair():
                                       "d/owners:received": 324_524, "e/rows:sent": 2}}
     assert integrity_errors(counters) == ["d/owners: 360,582 sent, 324,524 received", "e/rows: 2 sent, 0 received"]
     assert integrity_errors({}) == []
+
+
+def test_funnel_losses_name_each_page_gap():
+    counters = {"split-wet-file": {"passed": 10}, "clean-page": {"passed": 7, "filtered:empty": 2},
+                "write-shards": {"examples:train": 7}}
+    funnel = build_funnel(counters)
+    assert funnel.losses == ["pages: split-wet-file passed 10, clean-page got 9",
+                             "pages: 10 in, but 7 written + 2 dropped"]
+    assert not funnel.reconciled and "missing: pages: 10 in" in format_funnel(funnel)
+    counters["clean-page"]["filtered:empty"] = 3
+    assert build_funnel(counters).losses == [] and build_funnel(counters).reconciled
 
 
 def test_a_run_whose_runner_loses_data_writes_nothing(tmp_path, webdata, monkeypatch):
