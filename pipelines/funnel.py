@@ -82,16 +82,15 @@ def build_funnel(counters: Counters) -> Funnel:
         stages=stages,
         lines=_line_funnel(counters.get("clean-page", {}), written),
     )
-    funnel.losses = page_losses(stages, funnel.pages_out) + integrity_errors(counters)
+    funnel.losses = page_losses(stages, funnel.pages_in, funnel.pages_out) + integrity_errors(counters)
     funnel.reconciled = not funnel.losses
     return funnel
 
 
-def page_losses(stages: list[FunnelStage], pages_out: int) -> list[str]:
+def page_losses(stages: list[FunnelStage], pages_in: int, pages_out: int) -> list[str]:
     """One message per place where the page counts do not add up."""
     losses = [f"pages: {before.namespace} passed {before.pages_out:,}, {after.namespace} got {after.pages_in:,}"
               for before, after in zip(stages, stages[1:]) if before.pages_out != after.pages_in]
-    pages_in = stages[0].pages_in if stages else 0
     dropped = sum(sum(stage.dropped.values()) for stage in stages)
     if pages_in != pages_out + dropped:
         losses.append(f"pages: {pages_in:,} in, but {pages_out:,} written + {dropped:,} dropped")
