@@ -66,11 +66,12 @@ def length_order(row_set: RowSet, length: Callable[[dict[str, np.ndarray]], int]
 
 def row_set_length_batches(row_set: RowSet, micro_batch_size: int,
                            length: Callable[[dict[str, np.ndarray]], int]) -> Iterator[dict[str, torch.Tensor]]:
-    """Evaluation micro-batches of every item (epoch 0) in :func:`length_order`; ``item`` holds each row's item
-    index."""
+    """Evaluation micro-batches of every item (epoch 0) in :func:`length_order`, each row built once; ``item`` holds
+    each row's item index."""
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
-    order = length_order(row_set, length)
+    rows = [row_set.rows(item, 0) for item in range(row_set.size)]
+    order = np.argsort([length(row) for row in rows], kind="stable")
     for start in range(0, len(order), micro_batch_size):
         items = order[start:start + micro_batch_size]
-        yield {**collate_rows([row_set.rows(int(item), 0) for item in items]), "item": torch.from_numpy(items)}
+        yield {**collate_rows([rows[item] for item in items]), "item": torch.from_numpy(items)}
