@@ -2,7 +2,9 @@
 
 Every variant trains ``--steps`` steps from the same self-pretrained word-level GPT (``experiment=ptb_gpt_pretrain``,
 trained here first unless ``--backbone`` names a run) and is evaluated on the whole PTB test file (``stage=evaluate``:
-IW-NLL with ``--iw-samples``, per-word PPL, -ELBO, KL, MI, AU). Results: ``<workdir>/results.json``, a markdown
+IW-NLL with ``--iw-samples``, per-word PPL, -ELBO, KL, MI, AU). The ``lm`` variant is the backbone trained further
+as a plain LM with the same budget (``experiment=adavae_ptb_lm``), scored exactly; the ``backbone`` row is the
+backbone as it is. Results: ``<workdir>/results.json``, a markdown
 table (mean +- std over seeds) on stdout and PNG plots of the beta/KL schedule and of the metric table.
 
     python benchmarks/bench_adavae_ptb.py --workdir /tmp/adavae_bench --steps 3000 --seeds 0 1 2 --iw-samples 100
@@ -41,16 +43,19 @@ from c4prep.training.vae.objective import cyclic_beta
 PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb"
 QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.device=cpu", "trainer.num_workers=0"]
 
-# name -> overrides of experiment=adavae_ptb (one factor changed from "adavae" each, except ft_vae: Optimus-like)
+LM = "lm"
+VAE = ["experiment=adavae_ptb"]
+# name -> train overrides: the plain LM, then one factor changed from "adavae" each (except ft_vae: Optimus-like)
 VARIANTS: dict[str, list[str]] = {
-    "adavae": [],
-    "ft_vae": ["model.peft=full", "model.pooling=lg", "model.injection=[atm,embedding]"],
-    "pooling_lg": ["model.pooling=lg"],
-    "injection_atm": ["model.injection=[atm]"],
-    "peft_prefix": ["model.peft=prefix"],
-    "peft_full": ["model.peft=full"],
-    "lambda_0.1": ["objective.kl_rate=0.1"],
-    "lambda_1.0": ["objective.kl_rate=1.0"],
+    LM: ["experiment=adavae_ptb_lm"],
+    "adavae": VAE,
+    "ft_vae": [*VAE, "model.peft=full", "model.pooling=lg", "model.injection=[atm,embedding]"],
+    "pooling_lg": [*VAE, "model.pooling=lg"],
+    "injection_atm": [*VAE, "model.injection=[atm]"],
+    "peft_prefix": [*VAE, "model.peft=prefix"],
+    "peft_full": [*VAE, "model.peft=full"],
+    "lambda_0.1": [*VAE, "objective.kl_rate=0.1"],
+    "lambda_1.0": [*VAE, "objective.kl_rate=1.0"],
 }
 METRICS = ("nll", "ppl_word", "ppl_token", "neg_elbo", "kl", "reconstruction", "mi", "au", "adavae_code_ppl_word")
 
@@ -62,10 +67,10 @@ def train(args: list[str]) -> float:
 
 
 @torch.no_grad()
-def lm_test_metrics(backbone: Path) -> dict[str, float]:
-    """The backbone's own exact test log-likelihood: per-word (words + 1) and per-token PPL."""
-    model = model_from_checkpoint(load_checkpoint(backbone)).eval()
-    vocab = WordVocabulary.load(backbone / VOCABULARY_FILE)
+def lm_test_metrics(run: Path) -> dict[str, float]:
+    """A GPT run's exact test log-likelihood: per-word (words + 1) and per-token PPL."""
+    model = model_from_checkpoint(load_checkpoint(run)).eval()
+    vocab = WordVocabulary.load(run / VOCABULARY_FILE)
     sentences = read_sentences(PTB / "test.txt")
     examples, _ = encode_sentences(sentences, vocab, max_words=64)
     words = word_counts(sentences, max_words=64)
@@ -162,14 +167,14 @@ def main() -> None:
     if not (backbone / VOCABULARY_FILE).exists():
         elapsed = train(["experiment=ptb_gpt_pretrain", f"output_dir={backbone}", *threads])
         print(f"pretrained the backbone in {backbone} ({elapsed:.0f} s)")
-    runs: dict[str, list[dict]] = {"lm": [lm_test_metrics(backbone)]}
+    runs: dict[str, list[dict]] = {"backbone": [lm_test_metrics(backbone)]}
     trainable: dict[str, float] = {}
     seconds: dict[str, list[float]] = {}
-    finished: list[Path] = []
+    vae_runs: list[Path] = []
     for name in args.variants:
         for seed in args.seeds:
             run = workdir / f"{name}_seed{seed}"
-            common = ["experiment=adavae_ptb", f"seed={seed}", *VARIANTS[name], *threads]
+            common = [*VARIANTS[name], f"seed={seed}", *threads]
             evaluation = evaluations / run.name / "evaluation.json"
             if args.report_only and not evaluation.exists():
                 continue
@@ -181,13 +186,18 @@ def main() -> None:
                                      f"trainer.eval_every={args.steps // 4}", f"trainer.checkpoint_every={args.steps}",
                                      "trainer.log_every=10"])
                     seconds.setdefault(name, []).append(elapsed)
-                train([*common, "stage=evaluate", f"init_from={run}", f"output_dir={evaluation.parent}",
-                       f"objective.iw_samples={args.iw_samples}"])
+                if name == LM:
+                    evaluation.parent.mkdir(parents=True, exist_ok=True)
+                    evaluation.write_text(json.dumps(lm_test_metrics(run), indent=2) + "\n")
+                else:
+                    train([*common, "stage=evaluate", f"init_from={run}", f"output_dir={evaluation.parent}",
+                           f"objective.iw_samples={args.iw_samples}"])
             result = json.loads(evaluation.read_text())
-            finished.append(run)
             runs.setdefault(name, []).append(result)
-            trainable[name] = result["parameters"]["trainable_per_backbone"]
-    if not finished:
+            if name != LM:
+                vae_runs.append(run)
+                trainable[name] = result["parameters"]["trainable_per_backbone"]
+    if len(runs) == 1:
         raise SystemExit(f"no finished runs of {args.variants} x seeds {args.seeds} in {workdir}")
     table = summarise(runs)
     (evaluations / "results.json").write_text(json.dumps({"settings": vars(args) | {"workdir": str(workdir),
@@ -195,7 +205,8 @@ def main() -> None:
                                                       "runs": runs, "train_seconds": seconds}, indent=2,
                                                      default=str) + "\n")
     print(markdown(table, trainable, runs))
-    plot(evaluations, table, finished[0])
+    if vae_runs:
+        plot(evaluations, table, vae_runs[0])
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def _parse_num_shards(value: str) -> int | None:
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--input", "inputs", multiple=True, metavar="PATTERN",
-              help="Input file or glob (.warc.wet[.gz], .jsonl[.gz], .json.gz, .txt[.gz]); repeatable. "
+              help="Input file or glob (.warc.wet[.gz], .wet[.gz], .jsonl[.gz], .json[.gz], .txt[.gz]); repeatable. "
                    "Default: the bundled Common Crawl sample.")
 @click.option("--input-list", metavar="FILE", help="A file (optionally .gz) listing one input path per line, "
               "like Common Crawl's wet.paths.gz.")

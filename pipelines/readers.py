@@ -38,6 +38,7 @@ _SUFFIXES = (
     ((".jsonl", ".jsonl.gz", ".json", ".json.gz"), SourceFormat.JSONL),
     ((".txt", ".txt.gz"), SourceFormat.TEXT),
 )
+_KNOWN_EXTENSIONS = ", ".join(suffix for suffixes, _ in _SUFFIXES for suffix in suffixes)
 _CHUNK = 1 << 16
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 
@@ -147,7 +148,7 @@ def read_records(
     """
     source_format = detect_format(path)
     if source_format is None:
-        yield ReadProblem(path, "unknown_format", f"{path} has no known extension (.wet[.gz], .jsonl[.gz], .txt[.gz]).")
+        yield ReadProblem(path, "unknown_format", f"{path} has no known extension ({_KNOWN_EXTENSIONS}).")
         return
     records = 0
     try:

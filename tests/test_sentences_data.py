@@ -192,3 +192,21 @@ def test_tiny_ptb_pretraining_run_keeps_its_word_vocabulary(ptb_subset, tmp_path
 def test_ptb_setting_mistakes_are_one_line_errors(override, message, tmp_path, capsys):
     assert main(["experiment=ptb_gpt_pretrain", override, f"output_dir={tmp_path}", *QUIET]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_pretraining_continues_from_init_from_weights_on_the_same_vocabulary(ptb_gpt_run, ptb_small, tmp_path):
+    frozen = tmp_path / "lr0"  # learning rate 0: the weights must stay the checkpoint's, exactly
+    assert main(["experiment=adavae_ptb_lm", f"init_from={ptb_gpt_run}", "optimizer.lr=0.0", "trainer.max_steps=2",
+                 "trainer.eval_every=0", "trainer.global_batch_size=16", "trainer.micro_batch_size=16",
+                 "schedule.options.warmup_steps=1", *ptb_small, f"output_dir={frozen}", *QUIET]) == 0
+    start, continued = load_checkpoint(ptb_gpt_run), load_checkpoint(frozen)
+    assert continued["step"] == 2 and continued["model_spec"] == start["model_spec"]
+    assert all(torch.equal(continued["model"][name], weight) for name, weight in start["model"].items())
+    assert (frozen / VOCABULARY_FILE).read_text() == (ptb_gpt_run / VOCABULARY_FILE).read_text()
+
+
+def test_continued_pretraining_refuses_data_that_builds_another_vocabulary(ptb_gpt_run, ptb_subset, tmp_path, capsys):
+    assert main(["experiment=adavae_ptb_lm", f"init_from={ptb_gpt_run}", f"data.train={ptb_subset}/train.txt",
+                 f"output_dir={tmp_path}", *QUIET]) == 2
+    assert f"init_from={ptb_gpt_run}: its {VOCABULARY_FILE} differs from the one this data config builds" in \
+        capsys.readouterr().err

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from ..checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
+from ..checkpoint import CheckpointError, load_checkpoint
 from ..config import TrainConfigError, section
 from ..data.gpt2_tokenizer import TOKENIZER_DIR, GPT2TokenizerVocabulary
 from ..data.row_batches import row_set_eval_batches, row_set_length_batches
@@ -38,7 +38,7 @@ from ..models.gpt import GPT
 from ..models.gpt_hf import gpt_from_hf_directory
 from ..vae.estimators import evaluate_vae
 from ..vae.task import VAESchedule, VAETask, sentence_length, sentence_view
-from .common import RunContext, model_from_checkpoint, start_run
+from .common import RunContext, model_from_checkpoint, run_folder, start_run
 from .row_corpora import sentence_row_set
 from .row_training import fit_summary, row_set_trainer
 
@@ -46,12 +46,6 @@ log = logging.getLogger(__name__)
 
 EVALUATION_FILE = "evaluation.json"
 GENERATION_FILE = "generation.json"
-
-
-def run_folder(checkpoint: str) -> Path:
-    """The run folder of a checkpoint file (``<run>/checkpoints/step_*.pt``) or the folder itself."""
-    path = resolve_checkpoint(checkpoint)
-    return path.parents[1]
 
 
 def _vocabulary(checkpoint: str) -> SentenceVocabulary:

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, resolve_checkpoint
 from ..config import TrainConfigError, TrainerSettings, section, to_yaml, trainer_settings
 from ..distributed import DistEnv, init_distributed, select_device
 from ..models import build_model
@@ -56,6 +56,24 @@ def model_from_config(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module
 
 
 REGULARISATION_FIELDS = ("dropout", "dropout_rate")  # GPT, T5: training choices, not architecture
+
+
+def run_folder(checkpoint: str) -> Path:
+    """The run folder of a checkpoint file (``<run>/checkpoints/step_*.pt``) or the folder itself."""
+    return resolve_checkpoint(checkpoint).parents[1]
+
+
+def initial_model(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The model to pre-train: ``init_from``'s weights and architecture when set (continued pre-training, with
+    :func:`finetuning_state`'s dropout), else a fresh one from the ``model:`` section; and its spec."""
+    if not cfg.init_from:
+        return model_from_config(cfg, vocab_size)
+    state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
+    checkpoint_ids = state["model_spec"].get("vocab_size")
+    if checkpoint_ids != vocab_size:
+        raise TrainConfigError(f"init_from={cfg.init_from} has {checkpoint_ids} ids, the data's vocabulary "
+                               f"{vocab_size}: continue pre-training on data encoded with the checkpoint's vocabulary")
+    return model_from_checkpoint(state), state["model_spec"]
 
 
 def finetuning_state(state: dict[str, Any], cfg: DictConfig) -> dict[str, Any]:

@@ -4,7 +4,8 @@ token shards -> segment index -> deterministic global batches -> objective + pac
 (seed, epoch, segment id)) -> model -> trainer. With ``model=gpt_*`` the rows are decoder-only
 (``objectives.decoder_rows``; ``objective=lm`` for GPT pre-training). Character corpora (``data=char_text``,
 ``data=cs224n_a5_wiki``) and sentence files (``data=ptb``) train a GPT on in-memory rows instead
-(``stages.row_corpora``).
+(``stages.row_corpora``). ``init_from`` continues pre-training from a checkpoint's weights (fresh optimizer and
+schedule).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from ..objectives.decoder_rows import DecoderRowBuilder
 from ..objectives.packing import EncDecRowBuilder
 from ..tasks import DecoderTask, EncDecTask
 from ..trainer import Task, Trainer
-from .common import RunContext, model_from_config, optimization_from_config, restore, start_run
+from .common import RunContext, initial_model, optimization_from_config, restore, run_folder, start_run
 from .row_corpora import ROW_CORPORA
 from .row_training import fit_summary, row_set_trainer
 
@@ -106,7 +107,7 @@ def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
     settings = ctx.settings
     plan = BatchPlan(data.train.num_samples, settings.global_batch_size, ctx.env.world_size,
                      settings.micro_batch_size, seed=int(cfg.seed))
-    model, model_spec = model_from_config(cfg, data.vocab_size)
+    model, model_spec = initial_model(cfg, data.vocab_size)
     check_rows_fit(model, data.row_builder)
     optimizer, scheduler = optimization_from_config(cfg, model)
     stream = TokenBatches(data.train, plan, ctx.env.rank, data.row_builder)
@@ -128,16 +129,30 @@ def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
     return trainer
 
 
+def check_same_run_files(init_from: str, run_files: dict[str, str]) -> None:
+    """Continued pre-training must encode the data as the checkpoint's run did: a run file (the word vocabulary)
+    that ``init_from``'s run folder also keeps must be identical."""
+    folder = run_folder(init_from)
+    for name, text in run_files.items():
+        kept = folder / name
+        if kept.is_file() and kept.read_text(encoding="utf-8") != text:
+            raise TrainConfigError(f"init_from={init_from}: its {name} differs from the one this data config builds; "
+                                   "use the data settings (data.train, data.max_words) the checkpoint was trained with")
+
+
 def run_pretrain(cfg: DictConfig) -> dict[str, Any]:
-    """Train; returns a summary (steps, last loss, validation metrics)."""
+    """Train, from scratch or from ``init_from``'s weights; returns a summary (steps, last loss, validation
+    metrics)."""
     kind = cfg.data.get("kind")
     if kind in ROW_CORPORA:
         ctx = start_run(cfg)
         corpus = ROW_CORPORA[kind](cfg)
+        if cfg.init_from:
+            check_same_run_files(cfg.init_from, corpus.run_files)
         if ctx.env.is_main:
             for name, text in corpus.run_files.items():
                 (ctx.run_dir / name).write_text(text, encoding="utf-8")
-        model, spec = model_from_config(cfg, corpus.vocab_size)
+        model, spec = initial_model(cfg, corpus.vocab_size)
         trainer = row_set_trainer(cfg, ctx, corpus.train, corpus.validation, DecoderTask(), model, spec)
         return fit_summary(ctx, trainer)
     if kind != "tokens":
