@@ -1,8 +1,11 @@
 """AdaVAE model: attention directions, adapters equal to the backbone at zero, frozen parameters, counts."""
+import math
+
 import pytest
 import torch
 from c4prep.training.models.adapters import Adapter, Prefix
 from c4prep.training.models.adavae import AdaVAE, AdaVAEConfig
+from c4prep.training.models.latent import attention_entropy
 from c4prep.training.models.gpt import GPT, gpt_config
 
 VOCAB = 40
@@ -159,6 +162,20 @@ def test_parameter_report_counts_adapters_and_psa_exactly():
     assert report["backbone"] == model.backbone.num_parameters()
     assert report["total"] == report["backbone"] + report["trainable"]
     assert report["trainable_per_backbone"] == pytest.approx(report["trainable"] / report["backbone"])
+    assert report["trainable_per_frozen"] == pytest.approx(report["trainable"] / report["backbone"])  # all frozen
+    assert vae(peft="full").parameter_report()["trainable_per_frozen"] is None  # nothing frozen: no ratio
+
+
+def test_attention_entropy_is_zero_for_one_position_and_log_n_for_n_equal_ones():
+    weights = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    torch.testing.assert_close(attention_entropy(weights), torch.tensor([0.0, math.log(2), math.log(4)]))
+    model = vae()
+    x = tokens(3)
+    mask = torch.arange(9)[None, :] < torch.tensor([[9], [4], [1]])  # 9, 4 and 1 real tokens
+    model.encode(x, mask)
+    assert model.pooling_entropy() == pytest.approx(float(attention_entropy(model.posterior.pool.weights).mean()))
+    assert model.posterior.pool.weights[2, 0] == 1.0  # one real token takes all the weight
+    assert vae(pooling="lg").pooling_entropy() is None
 
 
 def test_latent_attention_temperature_is_fixed_not_batch_dependent():

@@ -13,6 +13,8 @@ from c4prep.training.metrics_log import read_metrics
 def test_adavae_trains_from_the_pretrained_gpt_and_keeps_the_backbone_frozen(adavae_run, ptb_gpt_run):
     train = [r["metrics"] for r in read_metrics(adavae_run / "metrics.jsonl") if r["split"] == "train"]
     assert len(train) == 8 and all(math.isfinite(m["loss"]) for m in train)
+    # Latent Attention's weights are spread over the real tokens: entropy between 0 (one token) and log(65 positions)
+    assert all(0 < m["attention_entropy"] < math.log(65) for m in train)
     validation = [r["metrics"] for r in read_metrics(adavae_run / "metrics.jsonl") if r["split"] == "validation"]
     assert len(validation) == 2 and all(v["loss"] == pytest.approx(v["kl"] + v["reconstruction"]) for v in validation)
     vae, gpt = load_checkpoint(adavae_run), load_checkpoint(ptb_gpt_run)

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from ..vae.gaussian import reparameterize
 from .adapters import ADAPTER_PLACEMENTS, Adapter, Prefix
 from .gpt import GPT, Block, _next_token
-from .latent import GaussianPosterior, LatentInjection
+from .latent import GaussianPosterior, LatentInjection, attention_entropy
 
 PEFT_METHODS = ("adapters", "prefix", "full")
 
@@ -148,6 +148,11 @@ class AdaVAE(nn.Module):
         """q(z|x): (mean, logvar) ``[B, latent_size]`` pooled from :meth:`encoder_states`."""
         return self.posterior(self.encoder_states(inputs, input_mask), input_mask)
 
+    def pooling_entropy(self) -> float | None:
+        """Mean entropy (nats) of the Latent Attention weights of the latest :meth:`encode`; None with LG pooling."""
+        weights = getattr(self.posterior.pool, "weights", None)
+        return None if weights is None else float(attention_entropy(weights).mean())
+
     def encoder_states(self, inputs: Tensor, input_mask: Tensor) -> Tensor:
         """``[B, T, d]``: bidirectional attention over the real tokens (``input_mask``), then the final norm."""
         x = self._embed(inputs)
@@ -254,12 +259,14 @@ class AdaVAE(nn.Module):
         self.phase = phase
 
     def parameter_report(self) -> dict[str, Any]:
-        """Parameter counts once every phase has joined, and the trainable share of the backbone (the AdaVAE
-        paper's convention) and of the whole model."""
+        """Parameter counts once every phase has joined, and the trainable share of the backbone, of the frozen
+        parameters (the AdaVAE code's logged "#params %"; None when nothing is frozen) and of the whole model."""
         trainable = {id(p): p.numel() for p in
                      self.latent_parameters() + self.encoder_side_parameters() + self.decoder_side_parameters()}
         total = sum(p.numel() for p in self.parameters())
         backbone = sum(p.numel() for p in self.backbone.parameters())
         count = sum(trainable.values())
-        return {"trainable": count, "total": total, "backbone": backbone, "frozen": total - count,
-                "trainable_per_backbone": count / backbone, "trainable_per_total": count / total}
+        frozen = total - count
+        return {"trainable": count, "total": total, "backbone": backbone, "frozen": frozen,
+                "trainable_per_backbone": count / backbone, "trainable_per_frozen": count / frozen if frozen else None,
+                "trainable_per_total": count / total}

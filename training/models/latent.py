@@ -33,6 +33,12 @@ def _normal_init(module: nn.Module) -> None:
                 nn.init.zeros_(layer.bias)
 
 
+def attention_entropy(weights: Tensor) -> Tensor:
+    """Each row's entropy in nats of attention weights ``[B, T]`` (rows sum to 1, masked positions hold 0): 0 when
+    one position takes all the weight, ``log n`` when ``n`` positions share it equally."""
+    return -(weights * weights.clamp_min(torch.finfo(weights.dtype).tiny).log()).sum(-1)
+
+
 class LatentAttentionPooling(nn.Module):
     """``sum_t softmax_t(score_t / temperature) H_t`` with ``score_t = w . H_t`` (masked positions excluded)."""
 

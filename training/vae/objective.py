@@ -18,8 +18,9 @@ def free_bits_kl(kl_per_dim: Tensor, rate: float, mode: str) -> Tensor:
     With ``K_d`` the batch mean of ``kl_per_dim[:, d]`` (every mode thresholds this batch mean, never a single
     example's KL):
 
-    - ``total`` (AdaVAE ``--fb 1``, paper eq. 4, default): ``max(sum_d K_d, rate * n_z)``. Below the threshold the term
-      is the constant ``rate * n_z`` and has zero gradient.
+    - ``total`` (default): ``max(sum_d K_d, rate * n_z)``, the paper's eq. 4 threshold on the total KL with lambda
+      scaled per latent dimension as the released code's ``--fb 1`` applies it (lambda 0.5, n_z 32: 16 nats). Below
+      the threshold the term is the constant ``rate * n_z`` and has zero gradient.
     - ``dimension_mask`` (Optimus-style): ``sum_d K_d * [K_d > rate]``; dimensions at or below ``rate`` contribute
       neither value nor gradient. (Optimus's code masks each example's KL_d separately; here the mask is per
       dimension of the batch mean, the free-bits-per-dimension formulation.)

@@ -57,6 +57,9 @@ class VAETask:
                          self.reconstruction)
         sentences = torch.tensor(view.inputs.shape[0], device=mean.device)
         self.step_metrics = {"beta": self.beta, "kl": terms.kl.item(), "reconstruction": terms.reconstruction.item()}
+        entropy = getattr(model, "module", model).pooling_entropy()  # the trainer may pass a DDP wrapper
+        if entropy is not None:
+            self.step_metrics["attention_entropy"] = entropy
         return terms.loss * sentences, sentences
 
     def num_targets(self, batch: dict[str, Tensor]) -> Tensor:
