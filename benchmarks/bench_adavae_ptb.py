@@ -102,14 +102,20 @@ def _cell(value: dict[str, float] | None) -> str:
     return f"{value['mean']:.2f}" if value["runs"] == 1 else f"{value['mean']:.2f} ± {value['std']:.2f}"
 
 
-def markdown(table: dict[str, dict[str, dict[str, float]]], trainable: dict[str, float],
-             runs: dict[str, list[dict]]) -> str:
-    lines = ["| variant | runs | trainable / backbone | " + " | ".join(METRICS) + " |",
-             "|---|---|---|" + "---|" * len(METRICS)]
+def trainable_shares(parameters: dict[str, int]) -> str:
+    """Trainable parameters as a share of the backbone and of the whole model (an evaluation's ``parameters``)."""
+    return (f"{100 * parameters['trainable'] / parameters['backbone']:.1f}% | "
+            f"{100 * parameters['trainable'] / parameters['total']:.1f}%")
+
+
+def markdown(table: dict[str, dict[str, dict[str, float]]], runs: dict[str, list[dict]]) -> str:
+    lines = ["| variant | runs | trainable / backbone | trainable / total | " + " | ".join(METRICS) + " |",
+             "|---|---|---|---|" + "---|" * len(METRICS)]
     for name, row in table.items():
         cells = [_cell(row.get(m)) for m in METRICS]
-        share = f"{100 * trainable[name]:.1f}%" if name in trainable else "–"
-        lines.append(f"| {name} | {len(runs[name])} | {share} | " + " | ".join(cells) + " |")
+        parameters = runs[name][0].get("parameters")
+        shares = trainable_shares(parameters) if parameters else "– | –"
+        lines.append(f"| {name} | {len(runs[name])} | {shares} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -168,7 +174,6 @@ def main() -> None:
         elapsed = train(["experiment=ptb_gpt_pretrain", f"output_dir={backbone}", *threads])
         print(f"pretrained the backbone in {backbone} ({elapsed:.0f} s)")
     runs: dict[str, list[dict]] = {"backbone": [lm_test_metrics(backbone)]}
-    trainable: dict[str, float] = {}
     seconds: dict[str, list[float]] = {}
     vae_runs: list[Path] = []
     for name in args.variants:
@@ -196,7 +201,6 @@ def main() -> None:
             runs.setdefault(name, []).append(result)
             if name != LM:
                 vae_runs.append(run)
-                trainable[name] = result["parameters"]["trainable_per_backbone"]
     if len(runs) == 1:
         raise SystemExit(f"no finished runs of {args.variants} x seeds {args.seeds} in {workdir}")
     table = summarise(runs)
@@ -204,7 +208,7 @@ def main() -> None:
                                                       "backbone": str(backbone)},
                                                       "runs": runs, "train_seconds": seconds}, indent=2,
                                                      default=str) + "\n")
-    print(markdown(table, trainable, runs))
+    print(markdown(table, runs))
     if vae_runs:
         plot(evaluations, table, vae_runs[0])
 
