@@ -205,8 +205,12 @@ def test_pretraining_continues_from_init_from_weights_on_the_same_vocabulary(ptb
     assert (frozen / VOCABULARY_FILE).read_text() == (ptb_gpt_run / VOCABULARY_FILE).read_text()
 
 
-def test_continued_pretraining_refuses_data_that_builds_another_vocabulary(ptb_gpt_run, ptb_subset, tmp_path, capsys):
+def test_continued_pretraining_refuses_another_vocabulary_or_model_family(ptb_gpt_run, ptb_subset, ptb_small, tmp_path,
+                                                                          capsys):
     assert main(["experiment=adavae_ptb_lm", f"init_from={ptb_gpt_run}", f"data.train={ptb_subset}/train.txt",
                  f"output_dir={tmp_path}", *QUIET]) == 2
     assert f"init_from={ptb_gpt_run}: its {VOCABULARY_FILE} differs from the one this data config builds" in \
         capsys.readouterr().err
+    assert main(["experiment=adavae_ptb_lm", f"init_from={ptb_gpt_run}", "model=t5_tiny", *ptb_small,
+                 f"output_dir={tmp_path}", *QUIET]) == 2
+    assert f"init_from={ptb_gpt_run} is a gpt checkpoint but the config's model is t5" in capsys.readouterr().err

@@ -69,6 +69,10 @@ def initial_model(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module, di
     if not cfg.init_from:
         return model_from_config(cfg, vocab_size)
     state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
+    family, configured = state["model_spec"].get("name"), section(cfg, "model").get("name")
+    if family != configured:
+        raise TrainConfigError(f"init_from={cfg.init_from} is a {family} checkpoint but the config's model is "
+                               f"{configured}: choose a {family} model preset so the data rows fit the model")
     checkpoint_ids = state["model_spec"].get("vocab_size")
     if checkpoint_ids != vocab_size:
         raise TrainConfigError(f"init_from={cfg.init_from} has {checkpoint_ids} ids, the data's vocabulary "
