@@ -20,8 +20,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from c4prep import __version__
-from c4prep.shards import (ShardInfo, atomic_output, is_temp_name, join_uri, parse_shard_name,
-                           resolve_uri)
+from c4prep.shards import ShardInfo, atomic_output, is_temp_name, join_uri, parse_shard_name, read_shard, resolve_uri
 
 FORMAT = "c4prep-arrow-shards"
 FORMAT_VERSION = 1
@@ -34,6 +33,10 @@ Counters = dict[str, dict[str, int]]  # namespace -> counter name -> value
 
 class ManifestError(Exception):
     """A manifest is missing, malformed, or does not match the files it describes."""
+
+
+class OutputFolderError(ManifestError):
+    """An output location that cannot hold a job's output (one-line message)."""
 
 
 @dataclass(frozen=True)
@@ -241,6 +244,33 @@ def commit_output(output_uri: str, staging_uri: str, manifest: Manifest) -> None
         fs.move(f"{stage_path}/{shard.name}", f"{out_path}/{shard.name}")
     write_manifest(output_uri, manifest)
     fs.delete_dir(stage_path)
+
+
+def read_listed_shard(folder_uri: str, shard: ShardEntry) -> pa.Table:
+    """A shard that ``folder_uri``'s manifest lists, checked against its row count: a :class:`ManifestError` when
+    it is missing, unreadable or not the file the manifest describes."""
+    uri = join_uri(folder_uri, shard.name)
+    try:
+        table = read_shard(uri)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise ManifestError(f"{uri}, listed in its folder's manifest, cannot be read ({error}); re-run the stage "
+                            "that produced it") from None
+    if table.num_rows != shard.num_rows:
+        raise ManifestError(f"{uri} has {table.num_rows} rows but its manifest says {shard.num_rows}: the input "
+                            "changed; re-run the stage that produced it")
+    return table
+
+
+def check_output_folder(output_uri: str) -> None:
+    """Create the output folder if needed, before any work: an :class:`OutputFolderError` when ``output_uri`` is a
+    file or cannot be created (a file on its path, no permission)."""
+    fs, path = resolve_uri(output_uri)
+    if fs.get_file_info(path).type == pafs.FileType.File:
+        raise OutputFolderError(f"the output {output_uri} is a file; give a folder")
+    try:
+        fs.create_dir(path, recursive=True)
+    except OSError as error:
+        raise OutputFolderError(f"cannot create the output folder {output_uri}: {error}") from None
 
 
 def remove_stale_staging(output_uri: str) -> list[str]:

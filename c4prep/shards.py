@@ -123,7 +123,10 @@ def atomic_output(uri: str) -> Iterator[pa.NativeFile]:
         stream.close()
         fs.move(tmp, path)
     except BaseException:
-        stream.close()
+        try:
+            stream.close()
+        except OSError:
+            pass  # e.g. a full disk again while flushing: the error to report is the one re-raised below
         try:
             fs.delete_file(tmp)
         except FileNotFoundError:

@@ -17,7 +17,14 @@ from c4prep.beam_runs import (
     read_shard_infos,
     run_to_completion,
 )
-from c4prep.manifest import Manifest, build_manifest, commit_output, new_staging_uri, remove_stale_staging
+from c4prep.manifest import (
+    Manifest,
+    build_manifest,
+    check_output_folder,
+    commit_output,
+    new_staging_uri,
+    remove_stale_staging,
+)
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, write_shard
 
@@ -138,6 +145,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     """Run the pipeline to completion and atomically replace `config.output` with its shards and manifest."""
     check_runner(config)
     check_inputs(config)
+    check_output_folder(config.output)
     options = pipeline_options(config.runner, list(beam_args or []))
     pipeline = new_pipeline(options)
     remove_stale_staging(config.output)

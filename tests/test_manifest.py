@@ -7,9 +7,9 @@ import pyarrow.dataset as ds
 import pytest
 
 import c4prep
-from c4prep.manifest import (FORMAT, MANIFEST_NAME, Manifest, ManifestError, ShardEntry,
-                             SplitInfo, build_manifest, commit_output, manifest_fingerprint,
-                             new_staging_uri, read_manifest, remove_stale_staging,
+from c4prep.manifest import (FORMAT, MANIFEST_NAME, Manifest, ManifestError, OutputFolderError, ShardEntry,
+                             SplitInfo, build_manifest, check_output_folder, commit_output, manifest_fingerprint,
+                             new_staging_uri, read_listed_shard, read_manifest, remove_stale_staging,
                              write_manifest)
 from c4prep.shards import ShardInfo, batched, read_shard, shard_name, write_shard
 
@@ -239,3 +239,32 @@ def test_remove_stale_staging(tmp_path):
     assert _files(out) == [MANIFEST_NAME, "train-00000-of-00001.arrow"]
     assert read_manifest(str(out)).splits["train"].num_shards == 1
     assert remove_stale_staging(str(out)) == []
+
+
+# --- reading listed shards and checking output folders ------------------------------------------
+
+def test_read_listed_shard_checks_the_file_against_its_manifest_entry(tmp_path):
+    out = tmp_path / "out"
+    staging, infos = _stage(out, {"train": 2})
+    commit_output(str(out), staging, _manifest(infos))
+    first, second = read_manifest(str(out)).shards
+    assert read_listed_shard(str(out), first).to_pylist() == _rows("train", 0, 4)
+    (out / second.name).write_bytes(b"not arrow")
+    with pytest.raises(ManifestError, match=rf"{second.name}, listed in its folder's manifest, cannot be read"):
+        read_listed_shard(str(out), second)
+    (out / first.name).unlink()
+    with pytest.raises(ManifestError, match="cannot be read"):
+        read_listed_shard(str(out), first)
+    write_shard(str(out / first.name), SCHEMA, batched(_rows("train", 0, 3), SCHEMA))  # a re-written, shorter shard
+    with pytest.raises(ManifestError, match="has 3 rows but its manifest says 4: the input changed"):
+        read_listed_shard(str(out), first)
+
+
+def test_check_output_folder_creates_it_or_names_the_problem(tmp_path):
+    check_output_folder(str(tmp_path / "new" / "out"))
+    assert (tmp_path / "new" / "out").is_dir()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(OutputFolderError, match=r"the output .*afile is a file; give a folder"):
+        check_output_folder(str(tmp_path / "afile"))
+    with pytest.raises(OutputFolderError, match="cannot create the output folder"):
+        check_output_folder(str(tmp_path / "afile" / "below"))

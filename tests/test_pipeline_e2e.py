@@ -225,3 +225,11 @@ def test_input_list_like_wet_paths(tmp_path, webdata, sample_run):
     output = tmp_path / "listed"
     run_c4(RunConfig(output=str(output), path_list=str(listing), path_prefix=f"{webdata}/", num_shards=4))
     assert file_digests(output) == file_digests(sample_run[0])
+
+
+def test_cli_output_that_is_a_file_is_one_clear_line_before_any_work(tmp_path, webdata):
+    (tmp_path / "afile").write_text("x")
+    outcome = CliRunner().invoke(main, ["run", "--input", str(webdata / SAMPLE_NAME), "--output",
+                                        str(tmp_path / "afile")])
+    assert outcome.exit_code != 0 and "Traceback" not in outcome.output
+    assert outcome.output.strip().splitlines()[-1] == f"Error: the output {tmp_path / 'afile'} is a file; give a folder"

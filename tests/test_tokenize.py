@@ -1,6 +1,7 @@
 """`c4prep tokenize`: token shards from the real C4 sample's document shards (DirectRunner)."""
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from c4prep.cli import main
 from c4prep.manifest import manifest_fingerprint, read_manifest
 from c4prep.shards import read_shard
 from c4prep.tokenization.token_shards import token_batch, token_schema
+from c4prep.tokenization.train_vocab import VocabError, locate_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 
 
@@ -86,6 +88,10 @@ def test_wide_vocabularies_use_uint32():
     ("no-vocab", "vocabulary not found"),
     ("vocab-without-card", "no vocab.json in"),
     ("output-is-input", "is the input folder"),
+    ("output-is-a-file", "is a file; give a folder"),
+    ("vocab-not-a-model", "not a SentencePiece model"),
+    ("card-of-another-model", "is not the model its vocab.json describes"),
+    ("negative-extra-ids", "--extra-ids must be >= 0"),
 ])
 def test_cli_errors(sample_documents, sample_vocab, tmp_path, case, message):
     args = {"--input": str(sample_documents), "--vocab": str(sample_vocab), "--output": str(tmp_path / "out")}
@@ -95,9 +101,35 @@ def test_cli_errors(sample_documents, sample_vocab, tmp_path, case, message):
         args["--vocab"] = str(tmp_path / "nothing")
     elif case == "vocab-without-card":
         args["--vocab"] = str(tmp_path)
+    elif case == "output-is-a-file":
+        args["--output"] = str(tmp_path / "afile")
+        (tmp_path / "afile").write_text("x")
+    elif case == "vocab-not-a-model":
+        args["--vocab"] = str(tmp_path / "notes.model")
+        (tmp_path / "notes.model").write_text("not a model")
+    elif case == "card-of-another-model":
+        args["--vocab"] = str(tmp_path / "vocab")
+        shutil.copytree(sample_vocab, tmp_path / "vocab")
+        card = json.loads((tmp_path / "vocab" / "vocab.json").read_text())
+        card["model"]["sha256"] = "0" * 64
+        (tmp_path / "vocab" / "vocab.json").write_text(json.dumps(card))
+    elif case == "negative-extra-ids":
+        args["--extra-ids"] = "-1"
     else:
         args["--output"] = str(sample_documents)
     result = CliRunner().invoke(main, ["tokenize", *[part for pair in args.items() for part in pair]])
     assert result.exit_code == 1
     assert message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_model_file_beside_another_models_card_is_used_without_that_card(sample_vocab, tmp_path):
+    shutil.copy(sample_vocab / "spm.model", tmp_path / "backup.model")
+    card = json.loads((sample_vocab / "vocab.json").read_text())
+    (tmp_path / "vocab.json").write_text(json.dumps({**card, "model": {**card["model"], "sha256": "0" * 64}}))
+    assert locate_vocabulary(str(tmp_path / "backup.model")) == (str(tmp_path / "backup.model"), None)
+    (tmp_path / "vocab.json").write_text(json.dumps(card))
+    assert locate_vocabulary(str(tmp_path / "backup.model")) == (str(tmp_path / "backup.model"), card)
+    (tmp_path / "vocab.json").write_text("{")
+    with pytest.raises(VocabError, match="is not a c4prep vocabulary card"):
+        locate_vocabulary(str(tmp_path / "backup.model"))

@@ -1,6 +1,7 @@
 """Vocabulary stage: SentencePiece training on real document shards, and the Vocabulary classes."""
 import json
 import pickle
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -208,12 +209,36 @@ def test_cli_vocab(sample_documents, tmp_path):
     (["--language-ratio", "10:1"], "--language-ratio needs one positive weight per --input (1)"),
     (["--language-ratio", "ten"], "is not positive integers"),
     (["--split", "test"], "has no split 'test'"),
+    (["--language-ratio", "\u00b2"], "is not positive integers"),  # "²".isdigit() is True, int("²") fails
+    (["--character-coverage", "0.9"], "--character-coverage must be in [0.98, 1]"),
+    (["--num-threads", "0"], "--num-threads must be in [1, 1024]"),
 ])
 def test_cli_vocab_errors(sample_documents, tmp_path, args, message):
     result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(tmp_path), *args])
     assert result.exit_code != 0
     assert message in result.output
     assert "Traceback" not in result.output and not (tmp_path / "vocab.json").exists()
+
+
+def test_cli_vocab_fails_before_sampling_on_a_ratio_larger_than_the_sample_or_a_file_as_output(sample_documents,
+                                                                                               tmp_path):
+    twice = ["vocab", "--input", str(sample_documents), "--input", str(sample_documents)]
+    result = CliRunner().invoke(main, [*twice, "--language-ratio", "10:1", "--input-sentence-size", "5",
+                                       "--output", str(tmp_path)])
+    assert "--input-sentence-size 5 cannot hold the --language-ratio 10:1: give at least 11" in result.output
+    (tmp_path / "afile").write_text("x")
+    result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(tmp_path / "afile")])
+    assert result.exit_code == 1 and "is a file; give a folder" in result.output and "Traceback" not in result.output
+
+
+def test_cli_vocab_names_a_listed_shard_that_is_missing(sample_documents, tmp_path):
+    broken = tmp_path / "docs"
+    shutil.copytree(sample_documents, broken)
+    missing = read_manifest(str(broken)).shards[0].name
+    (broken / missing).unlink()
+    result = CliRunner().invoke(main, ["vocab", "--input", str(broken), "--output", str(tmp_path / "v")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"{missing}, listed in its folder's manifest, cannot be read" in result.output
 
 
 def test_cli_vocab_too_large_suggests_a_size(sample_documents, tmp_path):

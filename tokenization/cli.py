@@ -6,6 +6,8 @@ import time
 
 import click
 
+from .train_vocab import MODEL_TYPES
+
 DEFAULT_DOCUMENTS = "c4prep_data/c4/en"
 DEFAULT_VOCAB = "c4prep_data/vocab"
 DEFAULT_TOKENS = "c4prep_data/tokens"
@@ -15,7 +17,7 @@ def _parse_ratio(value: str | None) -> list[int] | None:
     if value is None:
         return None
     parts = value.split(":")
-    if not all(part.isdigit() and int(part) > 0 for part in parts):
+    if not all(part.isascii() and part.isdigit() and int(part) > 0 for part in parts):
         raise click.BadParameter(f"{value!r} is not positive integers joined by ':' (e.g. 10:1:1:1)",
                                  param_hint="--language-ratio")
     return [int(part) for part in parts]
@@ -28,7 +30,7 @@ def _parse_ratio(value: str | None) -> list[int] | None:
               help="Folder for spm.model, spm.vocab and vocab.json.")
 @click.option("--vocab-size", default=32_000, show_default=True, help="SentencePiece pieces (T5: 32000).")
 @click.option("--model-type", default="unigram", show_default=True,
-              type=click.Choice(["unigram", "bpe", "char", "word"]))
+              type=click.Choice(MODEL_TYPES))
 @click.option("--input-sentence-size", default=1_000_000, show_default=True,
               help="Most sentences (lines) to sample for training.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the sentence sample.")
@@ -89,7 +91,7 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
     from c4prep.beam_runs import RunnerSetupError
     from c4prep.manifest import ManifestError
 
-    from .run_tokenize import TokenizeConfig, TokenizeError, run_tokenize
+    from .run_tokenize import NAMESPACE, TokenizeConfig, TokenizeError, run_tokenize
     from .train_vocab import VocabError
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -102,7 +104,7 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
     except (TokenizeError, VocabError, ManifestError, RunnerSetupError) as error:
         raise click.ClickException(str(error)) from None
     elapsed = time.monotonic() - started
-    counters = result.counters.get("tokenize", {})
+    counters = result.counters.get(NAMESPACE, {})
     total = 0
     for split, stats in result.manifest.splits.items():
         tokens = counters.get(f"tokens:{split}", 0)

@@ -23,9 +23,18 @@ from c4prep.beam_runs import (
     run_to_completion,
     write_info_file,
 )
-from c4prep.manifest import (Manifest, build_manifest, commit_output, manifest_fingerprint, new_staging_uri,
-                             read_manifest, remove_stale_staging)
-from c4prep.shards import join_uri, read_shard, resolve_uri, write_shard
+from c4prep.manifest import (
+    Manifest,
+    build_manifest,
+    check_output_folder,
+    commit_output,
+    manifest_fingerprint,
+    new_staging_uri,
+    read_listed_shard,
+    read_manifest,
+    remove_stale_staging,
+)
+from c4prep.shards import join_uri, resolve_uri, write_shard
 
 from .token_shards import token_batch, token_schema
 from .train_vocab import locate_vocabulary
@@ -63,8 +72,7 @@ class _TokenizeShard(beam.DoFn):
     def __init__(self, config: TokenizeConfig, manifest: Manifest, staging_dir: str,
                  vocab: SentencePieceVocabulary, schema: pa.Schema) -> None:
         self.config = config
-        self.rows = {shard.name: shard.num_rows for shard in manifest.shards}
-        self.splits = {shard.name: shard.split for shard in manifest.shards}
+        self.shards = {shard.name: shard for shard in manifest.shards}
         self.staging_dir = staging_dir
         self.vocab = vocab
         self.schema = schema
@@ -74,11 +82,9 @@ class _TokenizeShard(beam.DoFn):
         self.counters = CounterCache(NAMESPACE)
 
     def process(self, name: str) -> Iterator[str]:
-        table = read_shard(join_uri(self.config.input, name)).select(["text", "url"])
-        if table.num_rows != self.rows[name]:
-            raise ValueError(f"{join_uri(self.config.input, name)} has {table.num_rows} rows but its manifest says "
-                             f"{self.rows[name]}: the input changed; re-run the stage that produced it")
-        info = write_shard(join_uri(self.staging_dir, name), self.schema, self._batches(table, self.splits[name]))
+        shard = self.shards[name]
+        table = read_listed_shard(self.config.input, shard).select(["text", "url"])
+        info = write_shard(join_uri(self.staging_dir, name), self.schema, self._batches(table, shard.split))
         write_info_file(self.staging_dir, info)
         yield name
 
@@ -105,10 +111,16 @@ def _check_paths(config: TokenizeConfig, manifest: Manifest) -> None:
 
 def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> TokenizeResult:
     """Tokenize every document shard of ``config.input`` and atomically replace ``config.output``."""
+    if config.extra_ids < 0:
+        raise TokenizeError(f"--extra-ids must be >= 0 (T5: 100), got {config.extra_ids}")
     source = read_manifest(config.input)
     _check_paths(config, source)
     model_uri, card = locate_vocabulary(config.vocab)
-    vocab = SentencePieceVocabulary(model_uri, extra_ids=config.extra_ids)
+    try:
+        vocab = SentencePieceVocabulary(model_uri, extra_ids=config.extra_ids)
+    except (ValueError, OSError) as error:
+        raise TokenizeError(f"--vocab {config.vocab}: {error}") from None
+    check_output_folder(config.output)
     model_sha256 = hashlib.sha256(vocab.model_proto).hexdigest()
     schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
     options = pipeline_options(config.runner, list(beam_args or []))

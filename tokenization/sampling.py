@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c4prep.manifest import Manifest
-from c4prep.shards import join_uri, read_shard
+from c4prep.manifest import Manifest, read_listed_shard
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -56,7 +55,7 @@ def document_lines(input_uri: str, manifest: Manifest, splits: Iterable[str], ma
     for shard in manifest.shards:
         if shard.split not in wanted:
             continue
-        table = read_shard(join_uri(input_uri, shard.name))
+        table = read_listed_shard(input_uri, shard)
         for batch in table.select(["text"]).to_batches(max_chunksize=batch_documents):
             lines = []
             for text in batch.column(0).to_pylist():

@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 import sentencepiece as spm
 
 from c4prep import __version__
-from c4prep.manifest import Manifest, manifest_fingerprint, read_manifest
+from c4prep.manifest import Manifest, check_output_folder, manifest_fingerprint, read_manifest
 from c4prep.shards import atomic_output, join_uri, resolve_uri
 
 from .sampling import BottomKSample, LineStats, document_lines, stream_key
@@ -90,10 +90,20 @@ def check_config(config: VocabConfig) -> None:
         raise VocabError(f"--vocab-size must be >= 4 (pad, eos, unk and one piece), got {config.vocab_size}")
     if config.input_sentence_size < 1:
         raise VocabError(f"--input-sentence-size must be >= 1, got {config.input_sentence_size}")
+    if not 0.98 <= config.character_coverage <= 1.0:
+        raise VocabError(f"--character-coverage must be in [0.98, 1] (SentencePiece's range), "
+                         f"got {config.character_coverage}")
+    if not 1 <= config.num_threads <= 1024:
+        raise VocabError(f"--num-threads must be in [1, 1024], got {config.num_threads}")
+    if config.max_sentence_length < 10:
+        raise VocabError(f"max_sentence_length must be >= 10 bytes, got {config.max_sentence_length}")
     ratio = config.language_ratio
     if ratio is not None and (len(ratio) != len(config.inputs) or min(ratio) < 1):
         raise VocabError(f"--language-ratio needs one positive weight per --input ({len(config.inputs)}), "
                          f"got {':'.join(map(str, ratio))}")
+    if ratio is not None and config.input_sentence_size < sum(ratio):
+        raise VocabError(f"--input-sentence-size {config.input_sentence_size} cannot hold the --language-ratio "
+                         f"{':'.join(map(str, ratio))}: give at least {sum(ratio)}")
 
 
 def mixture_sizes(kept: Sequence[int], ratio: Sequence[int]) -> list[int]:
@@ -179,6 +189,7 @@ def vocab_file_text(sp: spm.SentencePieceProcessor) -> str:
 def train_vocabulary(config: VocabConfig) -> VocabResult:
     """Sample, train, and write ``spm.model``, ``spm.vocab`` and the card (last) into ``config.output``."""
     check_config(config)
+    check_output_folder(config.output)
     started = time.monotonic()
     sentences, sources = sample_sentences(config)
     sampled = time.monotonic()
@@ -201,7 +212,10 @@ def train_vocabulary(config: VocabConfig) -> VocabResult:
                       "too_long": sum(s["sentences_too_long"] for s in sources)},
         "sources": sources,
     }
-    write_vocabulary(config.output, model_proto, vocab_file_text(processor), card)
+    try:
+        write_vocabulary(config.output, model_proto, vocab_file_text(processor), card)
+    except OSError as error:
+        raise VocabError(f"cannot write the vocabulary to {config.output}: {error}") from None
     return VocabResult(card, sampled - started, trained - sampled)
 
 
@@ -218,8 +232,8 @@ def write_vocabulary(output: str, model_proto: bytes, vocab_text: str, card: dic
 
 
 def locate_vocabulary(vocab: str) -> tuple[str, dict[str, Any] | None]:
-    """``(model URI, card or None)`` for a vocabulary folder (card required) or a ``.model`` file (card optional,
-    read from ``vocab.json`` beside it)."""
+    """``(model URI, card or None)`` for a vocabulary folder (card required) or a ``.model`` file (card optional:
+    the ``vocab.json`` beside it when it describes this very file, by SHA-256)."""
     fs, path = resolve_uri(vocab)
     kind = fs.get_file_info(path).type
     if kind == pafs.FileType.Directory:
@@ -235,8 +249,23 @@ def locate_vocabulary(vocab: str) -> tuple[str, dict[str, Any] | None]:
                              "run `c4prep vocab`")
         return model_uri, None
     with card_fs.open_input_stream(card_path) as stream:
-        card = json.loads(stream.read().decode("utf-8"))
-    if card.get("format") != CARD_FORMAT:
-        raise VocabError(f"{join_uri(folder, CARD_NAME)} is not a c4prep vocabulary card")
+        text = stream.read().decode("utf-8", errors="replace")
+    try:
+        card = json.loads(text)
+    except json.JSONDecodeError:
+        card = None
+    if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
+        raise VocabError(f"{join_uri(folder, CARD_NAME)} is not a c4prep vocabulary card; re-run `c4prep vocab`")
+    model_fs, model_path = resolve_uri(model_uri)
+    try:
+        with model_fs.open_input_stream(model_path) as stream:
+            model_sha256 = hashlib.sha256(stream.read()).hexdigest()
+    except OSError as error:
+        raise VocabError(f"cannot read {model_uri}: {error}") from None
+    if card.get("model", {}).get("sha256") != model_sha256:
+        if required:
+            raise VocabError(f"{model_uri} is not the model its {CARD_NAME} describes (SHA-256 differs); re-run "
+                             "`c4prep vocab`")
+        return model_uri, None  # a .model file beside another model's card
     return model_uri, card
 

@@ -102,7 +102,11 @@ class SentencePieceVocabulary(Vocabulary):
             with fs.open_input_stream(path) as stream:
                 model = stream.read()
         self._model_proto = model
-        self._sp = spm.SentencePieceProcessor(model_proto=model)
+        try:
+            self._sp = spm.SentencePieceProcessor(model_proto=model)
+        except RuntimeError:
+            raise ValueError("not a SentencePiece model (it does not parse); give a .model file or a folder made by "
+                             "`c4prep vocab`") from None
         specials = (self._sp.pad_id(), self._sp.eos_id(), self._sp.unk_id(), self._sp.bos_id())
         if specials != (PAD_ID, EOS_ID, UNK_ID, -1):
             raise ValueError(f"the SentencePiece model has pad/eos/unk/bos ids {specials}, not T5's (0, 1, 2, -1); "
