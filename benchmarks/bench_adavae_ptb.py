@@ -119,7 +119,7 @@ def markdown(table: dict[str, dict[str, dict[str, float]]], runs: dict[str, list
     return "\n".join(lines)
 
 
-def plot(workdir: Path, table: dict, schedule_run: Path) -> None:
+def plot(workdir: Path, table: dict, schedule_run: Path, iw_samples: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -148,6 +148,7 @@ def plot(workdir: Path, table: dict, schedule_run: Path) -> None:
         axis.bar(range(len(names)), means, yerr=errors, color="tab:gray")
         axis.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
         axis.set_title(metric)
+    figure.suptitle(f"AdaVAE on PTB: mean and std over seeds; PPL from the IW estimate with K = {iw_samples}")
     figure.tight_layout()
     figure.savefig(workdir / "adavae_metrics.png", dpi=120)
 
@@ -210,7 +211,8 @@ def main() -> None:
                                                      default=str) + "\n")
     print(markdown(table, runs))
     if vae_runs:
-        plot(evaluations, table, vae_runs[0])
+        samples = sorted({r["iw_samples"] for results in runs.values() for r in results if "iw_samples" in r})
+        plot(evaluations, table, vae_runs[0], "/".join(map(str, samples)))
 
 
 if __name__ == "__main__":
