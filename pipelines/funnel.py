@@ -54,10 +54,13 @@ class Funnel:
     stages: list[FunnelStage]
     lines: dict[str, int] = field(default_factory=dict)
     losses: list[str] = field(default_factory=list)
-    reconciled: bool = False
+
+    @property
+    def reconciled(self) -> bool:
+        return not self.losses
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "reconciled": self.reconciled}
 
 
 def build_funnel(counters: Counters) -> Funnel:
@@ -73,18 +76,17 @@ def build_funnel(counters: Counters) -> Funnel:
     written = counters.get(WRITE_NAMESPACE, {})
     by_split = {name.split(":", 1)[1]: n for name, n in sorted(written.items()) if name.startswith("examples:")}
     read = counters.get(READ_NAMESPACE, {})
-    funnel = Funnel(
+    pages_in, pages_out = stages[0].pages_in if stages else 0, sum(by_split.values())
+    return Funnel(
         input_files=read.get("files", 0),
         input_problems={name.split(":", 1)[1]: n for name, n in sorted(read.items()) if name.startswith("problem:")},
-        pages_in=stages[0].pages_in if stages else 0,
-        pages_out=sum(by_split.values()),
+        pages_in=pages_in,
+        pages_out=pages_out,
         pages_out_by_split=by_split,
         stages=stages,
         lines=_line_funnel(counters.get("clean-page", {}), written),
+        losses=page_losses(stages, pages_in, pages_out) + integrity_errors(counters),
     )
-    funnel.losses = page_losses(stages, funnel.pages_in, funnel.pages_out) + integrity_errors(counters)
-    funnel.reconciled = not funnel.losses
-    return funnel
 
 
 def page_losses(stages: list[FunnelStage], pages_in: int, pages_out: int) -> list[str]:
