@@ -127,9 +127,10 @@ def test_a_model_file_beside_another_models_card_is_used_without_that_card(sampl
     shutil.copy(sample_vocab / "spm.model", tmp_path / "backup.model")
     card = json.loads((sample_vocab / "vocab.json").read_text())
     (tmp_path / "vocab.json").write_text(json.dumps({**card, "model": {**card["model"], "sha256": "0" * 64}}))
-    assert locate_vocabulary(str(tmp_path / "backup.model")) == (str(tmp_path / "backup.model"), None)
+    model = (sample_vocab / "spm.model").read_bytes()
+    assert locate_vocabulary(str(tmp_path / "backup.model")) == (str(tmp_path / "backup.model"), model, None)
     (tmp_path / "vocab.json").write_text(json.dumps(card))
-    assert locate_vocabulary(str(tmp_path / "backup.model")) == (str(tmp_path / "backup.model"), card)
+    assert locate_vocabulary(str(tmp_path / "backup.model")) == (str(tmp_path / "backup.model"), model, card)
     (tmp_path / "vocab.json").write_text("{")
     with pytest.raises(VocabError, match="is not a c4prep vocabulary card"):
         locate_vocabulary(str(tmp_path / "backup.model"))

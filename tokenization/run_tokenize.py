@@ -115,10 +115,10 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
         raise TokenizeError(f"--extra-ids must be >= 0 (T5: 100), got {config.extra_ids}")
     source = read_manifest(config.input)
     _check_paths(config, source)
-    model_uri, card = locate_vocabulary(config.vocab)
+    model_uri, model_proto, card = locate_vocabulary(config.vocab)
     try:
-        vocab = SentencePieceVocabulary(model_uri, extra_ids=config.extra_ids)
-    except (ValueError, OSError) as error:
+        vocab = SentencePieceVocabulary(model_proto, extra_ids=config.extra_ids)
+    except ValueError as error:
         raise TokenizeError(f"--vocab {config.vocab}: {error}") from None
     check_output_folder(config.output)
     model_sha256 = hashlib.sha256(vocab.model_proto).hexdigest()

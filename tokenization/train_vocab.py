@@ -231,9 +231,9 @@ def write_vocabulary(output: str, model_proto: bytes, vocab_text: str, card: dic
             stream.write(data)
 
 
-def locate_vocabulary(vocab: str) -> tuple[str, dict[str, Any] | None]:
-    """``(model URI, card or None)`` for a vocabulary folder (card required) or a ``.model`` file (card optional:
-    the ``vocab.json`` beside it when it describes this very file, by SHA-256)."""
+def locate_vocabulary(vocab: str) -> tuple[str, bytes, dict[str, Any] | None]:
+    """``(model URI, model bytes, card or None)`` for a vocabulary folder (card required) or a ``.model`` file (card
+    optional: the ``vocab.json`` beside it when it describes this very file, by SHA-256)."""
     fs, path = resolve_uri(vocab)
     kind = fs.get_file_info(path).type
     if kind == pafs.FileType.Directory:
@@ -243,11 +243,18 @@ def locate_vocabulary(vocab: str) -> tuple[str, dict[str, Any] | None]:
     else:
         raise VocabError(f"vocabulary not found: {vocab} is neither a folder made by `c4prep vocab` nor a .model file")
     card_fs, card_path = resolve_uri(join_uri(folder, CARD_NAME))
-    if card_fs.get_file_info(card_path).type != pafs.FileType.File:
-        if required:
-            raise VocabError(f"no {CARD_NAME} in {vocab}: the vocabulary is missing or its run did not finish; "
-                             "run `c4prep vocab`")
-        return model_uri, None
+    has_card = card_fs.get_file_info(card_path).type == pafs.FileType.File
+    if required and not has_card:
+        raise VocabError(f"no {CARD_NAME} in {vocab}: the vocabulary is missing or its run did not finish; "
+                         "run `c4prep vocab`")
+    model_fs, model_path = resolve_uri(model_uri)
+    try:
+        with model_fs.open_input_stream(model_path) as stream:
+            model_proto = stream.read()
+    except OSError as error:
+        raise VocabError(f"cannot read {model_uri}: {error}") from None
+    if not has_card:
+        return model_uri, model_proto, None
     with card_fs.open_input_stream(card_path) as stream:
         text = stream.read().decode("utf-8", errors="replace")
     try:
@@ -256,16 +263,10 @@ def locate_vocabulary(vocab: str) -> tuple[str, dict[str, Any] | None]:
         card = None
     if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
         raise VocabError(f"{join_uri(folder, CARD_NAME)} is not a c4prep vocabulary card; re-run `c4prep vocab`")
-    model_fs, model_path = resolve_uri(model_uri)
-    try:
-        with model_fs.open_input_stream(model_path) as stream:
-            model_sha256 = hashlib.sha256(stream.read()).hexdigest()
-    except OSError as error:
-        raise VocabError(f"cannot read {model_uri}: {error}") from None
-    if card.get("model", {}).get("sha256") != model_sha256:
+    if card.get("model", {}).get("sha256") != hashlib.sha256(model_proto).hexdigest():
         if required:
             raise VocabError(f"{model_uri} is not the model its {CARD_NAME} describes (SHA-256 differs); re-run "
                              "`c4prep vocab`")
-        return model_uri, None  # a .model file beside another model's card
-    return model_uri, card
+        return model_uri, model_proto, None  # a .model file beside another model's card
+    return model_uri, model_proto, card
 

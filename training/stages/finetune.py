@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from c4prep.tokenization.train_vocab import VocabError, locate_vocabulary
+from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from omegaconf import DictConfig
 from torch import nn
@@ -56,10 +56,10 @@ class TaskData:
 
 def load_vocabulary(path: str) -> SentencePieceVocabulary:
     try:
-        model_uri, _ = locate_vocabulary(path)
-    except VocabError as error:
+        _, model_proto, _ = locate_vocabulary(path)
+        return SentencePieceVocabulary(model_proto)
+    except ValueError as error:  # VocabError, or a file that is not a T5-style SentencePiece model
         raise TrainConfigError(f"{error} (set data.vocab=<vocabulary folder>)") from None
-    return SentencePieceVocabulary(model_uri)
 
 
 def load_tasks(data: dict[str, Any], vocab: SentencePieceVocabulary) -> dict[str, TaskData]:
