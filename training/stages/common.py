@@ -63,11 +63,10 @@ def run_folder(checkpoint: str) -> Path:
     return resolve_checkpoint(checkpoint).parents[1]
 
 
-def initial_model(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """The model to pre-train: ``init_from``'s weights and architecture when set (continued pre-training, with
-    :func:`finetuning_state`'s dropout), else a fresh one from the ``model:`` section; and its spec."""
-    if not cfg.init_from:
-        return model_from_config(cfg, vocab_size)
+def model_from_init(cfg: DictConfig, vocab_size: int, remedy: str) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """``init_from``'s model (weights and architecture, :func:`finetuning_state`'s dropout) and its spec; a one-line
+    error, ending with ``remedy``, when it is not the model family of the ``model:`` section or its ids are not
+    the data's ``vocab_size``."""
     state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
     family, configured = state["model_spec"].get("name"), section(cfg, "model").get("name")
     if family != configured:
@@ -76,8 +75,16 @@ def initial_model(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module, di
     checkpoint_ids = state["model_spec"].get("vocab_size")
     if checkpoint_ids != vocab_size:
         raise TrainConfigError(f"init_from={cfg.init_from} has {checkpoint_ids} ids, the data's vocabulary "
-                               f"{vocab_size}: continue pre-training on data encoded with the checkpoint's vocabulary")
+                               f"{vocab_size}: {remedy}")
     return model_from_checkpoint(state), state["model_spec"]
+
+
+def initial_model(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The model to pre-train: ``init_from``'s (continued pre-training) when set, else a fresh one from the
+    ``model:`` section; and its spec."""
+    if not cfg.init_from:
+        return model_from_config(cfg, vocab_size)
+    return model_from_init(cfg, vocab_size, "continue pre-training on data encoded with the checkpoint's vocabulary")
 
 
 def finetuning_state(state: dict[str, Any], cfg: DictConfig) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from ..distributed import gather_in_item_order, rank_share
 from ..models.gpt import GPT
 from ..tasks import DecoderTask
 from ..trainer import autocast
-from .common import RunContext, finetuning_state, model_from_checkpoint, model_from_config, start_run
+from .common import RunContext, model_from_checkpoint, model_from_config, model_from_init, start_run
 from .row_training import fit_summary, row_set_trainer
 
 log = logging.getLogger(__name__)
@@ -62,11 +62,8 @@ def run_a5_finetune(cfg: DictConfig) -> dict[str, Any]:
     except (BirthPlacesError, CharVocabError) as error:
         raise TrainConfigError(f"{data['train']}: {error}") from None
     if cfg.init_from:
-        state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
-        model, spec = model_from_checkpoint(state), state["model_spec"]
-        if spec["vocab_size"] != vocab.vocab_size:
-            raise TrainConfigError(f"{cfg.init_from} has {spec['vocab_size']} ids, the vocabulary of {data['corpus']} "
-                                   f"{vocab.vocab_size}: fine-tune with the pretraining corpus")
+        model, spec = model_from_init(cfg, vocab.vocab_size,
+                                      f"fine-tune with the pretraining corpus (data.corpus={data['corpus']})")
     else:
         log.info("no init_from: fine-tuning a randomly initialised model (the handout's no-pretraining run)")
         model, spec = model_from_config(cfg, vocab.vocab_size)

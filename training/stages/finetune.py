@@ -19,7 +19,6 @@ from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from omegaconf import DictConfig
 from torch import nn
 
-from ..checkpoint import load_checkpoint
 from ..config import TrainConfigError, section
 from ..data.batches import collate_rows, make_loader, rank_micro_batches
 from ..data.mixture_batches import MixtureBatches, PairRows, RowSource, TokenSampleRows
@@ -32,9 +31,9 @@ from ..tasks import EncDecTask
 from ..trainer import Trainer, evaluate_model
 from .common import (
     RunContext,
-    finetuning_state,
     model_from_checkpoint,
     model_from_config,
+    model_from_init,
     optimization_from_config,
     restore,
     start_run,
@@ -126,14 +125,8 @@ def prepare_model(cfg: DictConfig, vocab_size: int) -> tuple[nn.Module, dict[str
     if not cfg.init_from:
         log.warning("no init_from: fine-tuning a randomly initialised model")
         model, spec = model_from_config(cfg, vocab_size)
-        state = None
     else:
-        state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
-        spec = dict(state["model_spec"])
-        if spec["vocab_size"] != vocab_size:
-            raise TrainConfigError(f"{cfg.init_from} was trained with {spec['vocab_size']} ids, data.vocab has "
-                                   f"{vocab_size}; fine-tune with the pre-training vocabulary")
-        model = model_from_checkpoint(state)
+        model, spec = model_from_init(cfg, vocab_size, "fine-tune with the pre-training vocabulary (data.vocab)")
     if adapter_dim:
         if not isinstance(model, T5):
             raise TrainConfigError("finetune.adapter_dim needs a T5 model")
