@@ -96,7 +96,7 @@ def rates(tokens: int, wall: float, cpu: float) -> dict:
 
 
 def document_texts(documents: Path) -> list[str]:
-    return [text for path in sorted(documents.glob("*.arrow")) for text in read_shard(str(path))["text"].to_pylist()]
+    return [text for path in sorted(documents.glob("data-*/*.arrow")) for text in read_shard(str(path))["text"].to_pylist()]
 
 
 def bench_encode(corpus: str, texts: list[str], model: Path, threads: int) -> dict:

@@ -1,18 +1,21 @@
 """``manifest.json``: what an output folder of Arrow shards holds, and the commit that publishes it.
 
-A run writes its shards into a staging folder inside the output (see :func:`new_staging_uri`);
-:func:`commit_output` then swaps them in and writes the manifest last. An output folder is
-complete exactly when it has a manifest: a crashed commit leaves no manifest, and re-running
-the stage (after :func:`remove_stale_staging`) rebuilds the folder.
+The manifest is the output's single pointer: it names the sub-folder ``data-<run>/`` holding the shards it lists,
+with their sizes and SHA-256. A run writes its shards into a hidden staging folder (:func:`new_staging_uri`);
+:func:`commit_output` moves them into a new data folder and then replaces ``manifest.json`` in one atomic write,
+the only step that changes what a reader sees. Whenever a publish is killed, the folder holds either the old
+manifest with its complete data folder or the new manifest with its complete data folder; :func:`repair_output`
+(run before every publish) removes what a killed run left behind.
 """
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
+import re
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,12 +23,24 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from c4prep import __version__
-from c4prep.shards import ShardInfo, atomic_output, is_temp_name, join_uri, parse_shard_name, read_shard, resolve_uri
+from c4prep.shards import (
+    ShardInfo,
+    ShardIntegrityError,
+    atomic_output,
+    is_temp_name,
+    join_uri,
+    parse_shard_name,
+    read_verified_shard,
+    resolve_uri,
+)
 
 FORMAT = "c4prep-arrow-shards"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: shards live in the manifest's `data_dir`; 1: next to the manifest
 MANIFEST_NAME = "manifest.json"
 STAGING_PREFIX = ".staging-"
+DATA_PREFIX = "data-"
+_DATA_DIR_RE = re.compile(r"data-[0-9A-Za-z]+-[0-9a-f]{8}")
+_UNREADABLE = object()  # repair_output's marker for a manifest that exists but cannot be read
 
 
 Counters = dict[str, dict[str, int]]  # namespace -> counter name -> value
@@ -79,10 +94,15 @@ class Manifest:
     config: dict[str, Any]
     counters: Counters
     extra: dict[str, Any] = field(default_factory=dict)
+    data_dir: str = ""  # the sub-folder holding the shards ("" in format 1: the manifest's own folder)
     created: str = field(default_factory=_utc_now)
     package_version: str = __version__
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
+
+    def shard_uri(self, folder_uri: str, shard: ShardEntry) -> str:
+        """Where a listed shard lives, for the output folder ``folder_uri`` this manifest describes."""
+        return join_uri(folder_uri, self.data_dir, shard.name) if self.data_dir else join_uri(folder_uri, shard.name)
 
     def schema(self) -> pa.Schema:
         """The exact Arrow schema of the shards (metadata included)."""
@@ -95,6 +115,7 @@ class Manifest:
             "format_version": self.format_version,
             "package_version": self.package_version,
             "created": self.created,
+            "data_dir": self.data_dir,
             "schema": {"fields": _schema_fields(self.schema()), "ipc_base64": self.schema_ipc},
             "splits": {name: asdict(info) for name, info in self.splits.items()},
             "shards": [asdict(shard) for shard in self.shards],
@@ -126,6 +147,7 @@ class Manifest:
                 config=doc["config"],
                 counters=doc["counters"],
                 extra=doc["extra"],
+                data_dir=doc["data_dir"] if version >= 2 else "",
                 created=doc["created"],
                 package_version=doc["package_version"],
                 format_version=version,
@@ -137,6 +159,8 @@ class Manifest:
             raise ManifestError(f"malformed content ({type(e).__name__}: {e})") from e
         if fields != doc["schema"].get("fields"):
             raise ManifestError("schema 'fields' do not match the serialised schema 'ipc_base64'")
+        if manifest.data_dir and not (isinstance(manifest.data_dir, str) and _DATA_DIR_RE.fullmatch(manifest.data_dir)):
+            raise ManifestError(f"data_dir {manifest.data_dir!r} is not a data folder name like 'data-<run>'")
         return manifest
 
 
@@ -207,51 +231,85 @@ def new_staging_uri(output_uri: str) -> str:
     return join_uri(output_uri, f"{STAGING_PREFIX}{stamp}-{uuid.uuid4().hex[:8]}")
 
 
-def commit_output(output_uri: str, staging_uri: str, manifest: Manifest) -> None:
-    """Publish the staged shards of ``manifest`` into ``output_uri``.
+def _staged_shard_problems(fs: pafs.FileSystem, stage_path: str, manifest: Manifest) -> list[str]:
+    problems = []
+    for shard, info in zip(manifest.shards, fs.get_file_info([f"{stage_path}/{s.name}" for s in manifest.shards])):
+        if info.type != pafs.FileType.File:
+            problems.append(f"{shard.name} (missing)")
+        elif info.size != shard.num_bytes:
+            problems.append(f"{shard.name} ({info.size} bytes, expected {shard.num_bytes})")
+    return problems
 
-    If a listed shard is missing from staging (or has another size), raises
-    :class:`ManifestError` before touching the output. Otherwise: deletes the old manifest,
-    deletes old shard files not in the new manifest, moves the staged shards in, writes the
-    new manifest last and deletes the staging folder. A crash in between leaves an output
-    without manifest (reported as incomplete by :func:`read_manifest`) until a re-run.
+
+def commit_output(output_uri: str, staging_uri: str, manifest: Manifest) -> Manifest:
+    """Publish the staged shards of ``manifest`` as the content of ``output_uri``; returns the published manifest.
+
+    If a listed shard is missing from staging (or has another size), raises :class:`ManifestError` before touching
+    the output. Otherwise: moves the staged shards into a new data folder ``data-<run>/``, replaces
+    ``manifest.json`` (pointing at it) in one atomic write, then deletes the staging folder and the data that no
+    manifest names any more. Until the manifest write the old output is untouched; after it the new one is complete.
     """
     fs, out_path = resolve_uri(output_uri)
     stage_fs, stage_path = resolve_uri(staging_uri)
     if not fs.equals(stage_fs):
         raise ValueError(f"staging {staging_uri} and output {output_uri} must share a filesystem")
-    bad = []
-    for shard, info in zip(manifest.shards,
-                           fs.get_file_info([f"{stage_path}/{s.name}" for s in manifest.shards])):
-        if info.type != pafs.FileType.File:
-            bad.append(f"{shard.name} (missing)")
-        elif info.size != shard.num_bytes:
-            bad.append(f"{shard.name} ({info.size} bytes, expected {shard.num_bytes})")
+    bad = _staged_shard_problems(fs, stage_path, manifest)
     if bad:
         shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise ManifestError(f"staging {staging_uri} lacks shards of the manifest: {shown}; "
                             f"{output_uri} was left unchanged; re-run the stage")
-    fs.create_dir(out_path, recursive=True)
-    manifest_path = f"{out_path}/{MANIFEST_NAME}"
-    if fs.get_file_info(manifest_path).type == pafs.FileType.File:
-        fs.delete_file(manifest_path)
-    new_names = {s.name for s in manifest.shards}
-    for old in fs.get_file_info(pafs.FileSelector(out_path)):
-        if (old.type == pafs.FileType.File and parse_shard_name(old.base_name) is not None
-                and old.base_name not in new_names):
-            fs.delete_file(old.path)
+    data_dir = DATA_PREFIX + stage_path.rsplit("/", 1)[-1].removeprefix(STAGING_PREFIX)
+    fs.create_dir(f"{out_path}/{data_dir}", recursive=True)
     for shard in manifest.shards:
-        fs.move(f"{stage_path}/{shard.name}", f"{out_path}/{shard.name}")
-    write_manifest(output_uri, manifest)
-    fs.delete_dir(stage_path)
+        fs.move(f"{stage_path}/{shard.name}", f"{out_path}/{data_dir}/{shard.name}")
+    published = replace(manifest, data_dir=data_dir)
+    write_manifest(output_uri, published)  # the commit point
+    repair_output(output_uri)
+    return published
 
 
-def read_listed_shard(folder_uri: str, shard: ShardEntry) -> pa.Table:
-    """A shard that ``folder_uri``'s manifest lists, checked against its row count: a :class:`ManifestError` when
-    it is missing, unreadable or not the file the manifest describes."""
-    uri = join_uri(folder_uri, shard.name)
+def repair_output(output_uri: str) -> list[str]:
+    """Delete what killed or superseded runs left in an output folder; returns the removed URIs.
+
+    That is: staging folders, temporary files, data folders the manifest does not name, and (once the manifest names
+    a data folder) shard files of the format-1 layout next to it. A manifest that cannot be read keeps every data
+    folder: nothing that may be data is deleted on a guess. Call it before a run stages its own shards.
+    """
+    fs, out_path = resolve_uri(output_uri)
+    entries = fs.get_file_info(pafs.FileSelector(out_path, allow_not_found=True))
+    has_manifest = any(info.base_name == MANIFEST_NAME for info in entries)
     try:
-        table = read_shard(uri)
+        current = read_manifest(output_uri).data_dir if has_manifest else None
+    except ManifestError:
+        current = _UNREADABLE
+    removed = []
+    for info in entries:
+        name = info.base_name
+        if info.type == pafs.FileType.Directory:
+            stale_data = _DATA_DIR_RE.fullmatch(name) and current is not _UNREADABLE and name != current
+            if not (name.startswith(STAGING_PREFIX) or stale_data):
+                continue
+            fs.delete_dir(info.path)
+        elif info.type == pafs.FileType.File:
+            legacy_shard = current not in (None, "", _UNREADABLE) and parse_shard_name(name) is not None
+            if not (is_temp_name(name) or legacy_shard):
+                continue
+            fs.delete_file(info.path)
+        else:
+            continue
+        removed.append(join_uri(output_uri, name))
+    return removed
+
+
+def read_listed_shard(folder_uri: str, manifest: Manifest, shard: ShardEntry) -> pa.Table:
+    """A shard that ``folder_uri``'s manifest lists, checked against its size and SHA-256 while it is read: a
+    :class:`ManifestError` when it is missing, unreadable or not the file the manifest describes."""
+    uri = manifest.shard_uri(folder_uri, shard)
+    try:
+        table = read_verified_shard(uri, shard.num_bytes, shard.sha256)
+    except ShardIntegrityError as error:
+        raise ManifestError(f"{error}: the shard is damaged or was changed after its manifest was written; re-run "
+                            "the stage that produced it") from None
     except (OSError, pa.ArrowInvalid) as error:
         raise ManifestError(f"{uri}, listed in its folder's manifest, cannot be read ({error}); re-run the stage "
                             "that produced it") from None
@@ -271,21 +329,3 @@ def check_output_folder(output_uri: str) -> None:
         fs.create_dir(path, recursive=True)
     except OSError as error:
         raise OutputFolderError(f"cannot create the output folder {output_uri}: {error}") from None
-
-
-def remove_stale_staging(output_uri: str) -> list[str]:
-    """Delete ``.staging-*`` folders and temporary files left in the output by crashed runs.
-
-    Call before a run creates its own staging folder; returns the removed URIs.
-    """
-    fs, out_path = resolve_uri(output_uri)
-    removed = []
-    for info in fs.get_file_info(pafs.FileSelector(out_path, allow_not_found=True)):
-        if info.type == pafs.FileType.Directory and info.base_name.startswith(STAGING_PREFIX):
-            fs.delete_dir(info.path)
-        elif info.type == pafs.FileType.File and is_temp_name(info.base_name):
-            fs.delete_file(info.path)
-        else:
-            continue
-        removed.append(join_uri(output_uri, info.base_name))
-    return removed

@@ -181,6 +181,36 @@ def read_shard(uri: str) -> pa.Table:
         return pa.ipc.open_file(source).read_all()
 
 
+class ShardIntegrityError(ValueError):
+    """A shard's bytes are not the ones recorded for it (size or SHA-256)."""
+
+
+def shard_bytes(uri: str) -> pa.Buffer:
+    """All bytes of a file: a memory map when local (read lazily), one read through the filesystem otherwise."""
+    fs, path = resolve_uri(uri)
+    if isinstance(fs, pafs.LocalFileSystem):
+        with pa.memory_map(path) as source:
+            return source.read_buffer()
+    with fs.open_input_stream(path) as source:
+        return source.read_buffer()
+
+
+def check_bytes(uri: str, data: pa.Buffer, num_bytes: int, sha256: str) -> None:
+    """A :class:`ShardIntegrityError` unless ``data`` has the recorded size and SHA-256."""
+    if data.size != num_bytes:
+        raise ShardIntegrityError(f"{uri} has {data.size} bytes, {num_bytes} were recorded")
+    if hashlib.sha256(memoryview(data)).hexdigest() != sha256:
+        raise ShardIntegrityError(f"{uri} does not match its recorded SHA-256 (same size, other bytes)")
+
+
+def read_verified_shard(uri: str, num_bytes: int, sha256: str) -> pa.Table:
+    """Read a whole shard after checking its bytes against the recorded size and SHA-256, in the one read that
+    parsing needs anyway (the hash runs over the same memory map or buffer the table is read from)."""
+    data = shard_bytes(uri)
+    check_bytes(uri, data, num_bytes, sha256)
+    return pa.ipc.open_file(data).read_all()
+
+
 def batched(rows: Iterable[dict[str, Any]], schema: pa.Schema,
             batch_size: int = 1024) -> Iterator[pa.RecordBatch]:
     """Group row dicts into record batches of at most ``batch_size`` rows with ``schema``."""

@@ -23,7 +23,7 @@ from c4prep.manifest import (
     check_output_folder,
     commit_output,
     new_staging_uri,
-    remove_stale_staging,
+    repair_output,
 )
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, write_shard
@@ -148,13 +148,13 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     check_output_folder(config.output)
     options = pipeline_options(config.runner, list(beam_args or []))
     pipeline = new_pipeline(options)
-    remove_stale_staging(config.output)
+    repair_output(config.output)
     staging_dir = new_staging_uri(config.output)
     build_c4_pipeline(pipeline, config, staging_dir)
     counters = run_to_completion(pipeline, options)
     funnel = build_funnel(counters)
     if funnel.losses:
-        remove_stale_staging(config.output)
+        repair_output(config.output)
         raise DataLossError(
             f"data went missing between pipeline steps on the {config.runner} runner ({'; '.join(funnel.losses)}), "
             f"so nothing was written to {config.output}. This is a runner fault, not an input problem: run again, "
@@ -168,5 +168,4 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
         counters=counters,
         extra={"funnel": funnel.to_dict()},
     )
-    commit_output(config.output, staging_dir, manifest)
-    return RunResult(manifest, funnel)
+    return RunResult(commit_output(config.output, staging_dir, manifest), funnel)

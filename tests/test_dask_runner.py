@@ -129,7 +129,7 @@ def direct_output(tmp_path_factory, path_list) -> Path:
 
 def _shard_tables(folder: Path) -> dict[str, pa.Table]:
     tables = {}
-    for path in sorted(folder.glob("*.arrow")):
+    for path in sorted(folder.glob("data-*/*.arrow")):
         with pa.memory_map(str(path)) as source:
             tables[path.name] = pa.ipc.open_file(source).read_all()
     return tables

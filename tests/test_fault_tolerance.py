@@ -37,7 +37,7 @@ beam_c4.write_shard = write_shard_then_die
 run_c4(RunConfig(output=sys.argv[1], inputs=[sys.argv[2]], num_shards=int(sys.argv[3])))
 """
 
-# The driver dies while publishing: the new shards are moved in, the manifest is not written yet.
+# The driver dies while publishing: the new shards are moved into their data folder, the manifest is not written.
 DIE_WHILE_COMMITTING = """
 import os, signal, sys
 from c4prep import manifest
@@ -55,13 +55,15 @@ def _run_and_get_killed(script: str, output: Path, sample: Path, num_shards: int
 
 
 def _digests(folder: Path) -> dict[str, str]:
-    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.glob("*.arrow"))}
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.glob("data-*/*.arrow"))}
 
 
 def _published(folder: Path) -> list[str]:
-    """Visible files of an output; a partial file there (a hidden temp name) fails the test."""
+    """Visible files of an output, each data folder as `data-*/<shard>`; a partial file there (a hidden temp name)
+    fails the test."""
     assert not [path.name for path in folder.iterdir() if is_temp_name(path.name)]
-    return sorted(path.name for path in folder.iterdir() if not path.name.startswith("."))
+    return sorted([path.name for path in folder.iterdir() if path.is_file() and not path.name.startswith(".")]
+                  + [f"data-*/{path.name}" for path in folder.glob("data-*/*")])
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +80,8 @@ def uninterrupted(tmp_path_factory, sample) -> Path:
 
 def _assert_equals_uninterrupted(output: Path, uninterrupted: Path) -> None:
     """Same files (no staging folder or temp file left), same shard bytes, same counters."""
-    assert sorted(path.name for path in output.iterdir()) == sorted(path.name for path in uninterrupted.iterdir())
+    assert not [path for path in output.iterdir() if path.name.startswith(".")]
+    assert _published(output) == _published(uninterrupted)
     assert _digests(output) == _digests(uninterrupted)
     assert read_manifest(str(output)).counters == read_manifest(str(uninterrupted)).counters
 
@@ -91,7 +94,8 @@ def test_worker_killed_while_writing_keeps_the_previous_output(tmp_path, sample,
     _run_and_get_killed(DIE_WHILE_WRITING_A_SHARD, output, sample, NUM_SHARDS)
 
     assert read_manifest(str(output)) == previous_manifest and _digests(output) == previous_digests
-    assert _published(output) == ["manifest.json", "train-00000-of-00001.arrow", "validation-00000-of-00001.arrow"]
+    assert _published(output) == ["data-*/train-00000-of-00001.arrow", "data-*/validation-00000-of-00001.arrow",
+                                  "manifest.json"]
     (staging,) = [path for path in output.iterdir() if path.name.startswith(".staging-")]
     staged = sorted(path.name for path in staging.iterdir())
     assert any(is_temp_name(name) for name in staged)  # the half-written shard stayed hidden in staging
@@ -108,6 +112,21 @@ def test_driver_killed_while_publishing_is_reported_and_repaired_by_a_rerun(tmp_
     with pytest.raises(ManifestError):  # shards without a manifest read as an incomplete output, never as data
         read_manifest(str(output))
     assert "manifest.json" not in _published(output)
+
+    run_c4(RunConfig(output=str(output), inputs=[str(sample)], num_shards=NUM_SHARDS))
+    _assert_equals_uninterrupted(output, uninterrupted)
+
+
+def test_driver_killed_while_publishing_keeps_the_previous_output(tmp_path, sample, uninterrupted):
+    output = tmp_path / "en"
+    run_c4(RunConfig(output=str(output), inputs=[str(sample)], num_shards=None))  # the previous output
+    previous_manifest, previous_digests = read_manifest(str(output)), _digests(output)
+
+    _run_and_get_killed(DIE_WHILE_COMMITTING, output, sample, NUM_SHARDS)
+
+    assert read_manifest(str(output)) == previous_manifest
+    assert {name: digest for name, digest in _digests(output).items() if name.endswith("-of-00001.arrow")} \
+        == previous_digests  # the killed run's shards sit in a data folder no manifest names
 
     run_c4(RunConfig(output=str(output), inputs=[str(sample)], num_shards=NUM_SHARDS))
     _assert_equals_uninterrupted(output, uninterrupted)

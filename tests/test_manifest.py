@@ -1,5 +1,8 @@
 """manifest.json contents, errors, and the staging -> output commit."""
 import json
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -9,7 +12,7 @@ import pytest
 import c4prep
 from c4prep.manifest import (FORMAT, MANIFEST_NAME, Manifest, ManifestError, OutputFolderError, ShardEntry,
                              SplitInfo, build_manifest, check_output_folder, commit_output, manifest_fingerprint,
-                             new_staging_uri, read_listed_shard, read_manifest, remove_stale_staging,
+                             new_staging_uri, read_listed_shard, read_manifest, repair_output,
                              write_manifest)
 from c4prep.shards import ShardInfo, batched, read_shard, shard_name, write_shard
 
@@ -59,7 +62,7 @@ def test_build_manifest_fills_splits_and_sorts_shards():
         ("train", 0, 2), ("train", 1, 2), ("validation", 0, 1)]
     assert m.shards[0] == ShardEntry("train-00000-of-00002.arrow", "train", 0, 2, 10, 100,
                                      f"{2:064x}")
-    assert m.format == FORMAT and m.format_version == 1 and m.package_version == c4prep.__version__
+    assert m.format == FORMAT and m.format_version == 2 and m.package_version == c4prep.__version__
     assert m.config == CONFIG and m.counters == COUNTERS and m.extra["funnel"][1] == ["kept", 7]
     assert m.created.endswith("+00:00")
 
@@ -80,7 +83,7 @@ def test_json_round_trip_and_layout():
     text = m.to_json()
     assert Manifest.from_json(text) == m
     doc = json.loads(text)
-    assert list(doc) == ["format", "format_version", "package_version", "created", "schema",
+    assert list(doc) == ["format", "format_version", "package_version", "created", "data_dir", "schema",
                          "splits", "shards", "config", "counters", "extra"]
     assert doc["schema"]["fields"] == [
         {"name": "text", "type": "string", "nullable": False},
@@ -106,7 +109,9 @@ def _doc() -> dict:
 
 @pytest.mark.parametrize("mutate,match", [
     (lambda d: d.update(format="something-else"), "not a c4prep-arrow-shards manifest"),
-    (lambda d: d.update(format_version=2), "format_version 2.*upgrade c4prep"),
+    (lambda d: d.update(format_version=3), "format_version 3.*upgrade c4prep"),
+    (lambda d: d.update(data_dir="../../elsewhere"), "not a data folder name"),
+    (lambda d: d.update(data_dir="data-x/../.."), "not a data folder name"),
     (lambda d: d.pop("shards"), "missing field 'shards'"),
     (lambda d: d["shards"][0].pop("sha256"), "malformed"),
     (lambda d: d["schema"].update(ipc_base64="not base64!"), "malformed"),
@@ -165,16 +170,25 @@ def test_fingerprint_depends_only_on_shard_contents():
 
 # --- commit ----------------------------------------------------------------------------------
 
+def _published(out: Path) -> dict[str, list[dict]]:
+    """What a reader sees: the manifest's shards by name, each checked against its recorded size and SHA-256."""
+    manifest = read_manifest(str(out))
+    return {s.name: read_listed_shard(str(out), manifest, s).to_pylist() for s in manifest.shards}
+
+
 def test_commit_output_publishes_shards(tmp_path):
     out = tmp_path / "out"
     staging, infos = _stage(out, {"train": 2, "validation": 1})
     m = _manifest(infos)
-    commit_output(str(out), staging, m)
-    assert _files(out) == [MANIFEST_NAME, "train-00000-of-00002.arrow",
-                           "train-00001-of-00002.arrow", "validation-00000-of-00001.arrow"]
-    assert read_manifest(str(out)) == m
-    assert read_shard(str(out / "train-00001-of-00002.arrow")).to_pylist() == _rows("train", 1, 4)
-    train = ds.dataset(sorted(map(str, out.glob("train-*.arrow"))), format="arrow")
+    published = commit_output(str(out), staging, m)
+    data_dir = published.data_dir
+    assert data_dir == "data-" + Path(staging).name.removeprefix(".staging-")
+    assert _files(out) == [data_dir, MANIFEST_NAME]
+    assert _files(out / data_dir) == ["train-00000-of-00002.arrow", "train-00001-of-00002.arrow",
+                                      "validation-00000-of-00001.arrow"]
+    assert read_manifest(str(out)) == published and published.shards == m.shards
+    assert read_shard(str(out / data_dir / "train-00001-of-00002.arrow")).to_pylist() == _rows("train", 1, 4)
+    train = ds.dataset(sorted(map(str, out.glob("data-*/train-*.arrow"))), format="arrow")
     assert train.count_rows() == m.splits["train"].num_rows == 8
 
 
@@ -184,12 +198,11 @@ def test_recommit_replaces_old_shards_with_other_counts(tmp_path):
     commit_output(str(out), staging, _manifest(infos))
     (out / "notes.txt").write_text("kept")
     staging, infos = _stage(out, {"train": 2}, rows=5)
-    m = _manifest(infos)
-    commit_output(str(out), staging, m)
-    assert _files(out) == [MANIFEST_NAME, "notes.txt", "train-00000-of-00002.arrow",
-                           "train-00001-of-00002.arrow"]
+    m = commit_output(str(out), staging, _manifest(infos))
+    assert _files(out) == [m.data_dir, MANIFEST_NAME, "notes.txt"]
+    assert _files(out / m.data_dir) == ["train-00000-of-00002.arrow", "train-00001-of-00002.arrow"]
     assert read_manifest(str(out)).splits["train"] == SplitInfo(10, m.splits["train"].num_bytes, 2)
-    assert read_shard(str(out / "train-00000-of-00002.arrow")).num_rows == 5
+    assert read_shard(m.shard_uri(str(out), m.shards[0])).num_rows == 5
 
 
 def test_recommit_same_names_overwrites(tmp_path):
@@ -197,24 +210,38 @@ def test_recommit_same_names_overwrites(tmp_path):
     staging, infos = _stage(out, {"train": 1}, rows=2)
     commit_output(str(out), staging, _manifest(infos))
     staging, infos = _stage(out, {"train": 1}, rows=6)
-    commit_output(str(out), staging, _manifest(infos))
-    assert _files(out) == [MANIFEST_NAME, "train-00000-of-00001.arrow"]
-    assert read_shard(str(out / "train-00000-of-00001.arrow")).num_rows == 6
+    m = commit_output(str(out), staging, _manifest(infos))
+    assert _files(out) == [m.data_dir, MANIFEST_NAME]
+    assert _files(out / m.data_dir) == ["train-00000-of-00001.arrow"]
+    assert read_shard(m.shard_uri(str(out), m.shards[0])).num_rows == 6
+
+
+def test_commit_over_a_format_1_output_replaces_its_shards(tmp_path):
+    """An output written before data folders existed (shards beside a version-1 manifest) is read, then replaced."""
+    out = tmp_path / "out"
+    infos = [write_shard(str(out / shard_name("train", 0, 1)), SCHEMA, batched(_rows("train", 0, 3), SCHEMA))]
+    doc = json.loads(_manifest(infos).to_json())
+    doc.update(format_version=1)
+    del doc["data_dir"]
+    (out / MANIFEST_NAME).write_text(json.dumps(doc))
+    assert _published(out) == {"train-00000-of-00001.arrow": _rows("train", 0, 3)}
+    staging, infos = _stage(out, {"train": 1}, rows=5)
+    m = commit_output(str(out), staging, _manifest(infos))
+    assert _files(out) == [m.data_dir, MANIFEST_NAME]
+    assert _published(out) == {"train-00000-of-00001.arrow": _rows("train", 0, 5)}
 
 
 def test_commit_with_missing_staged_shard_leaves_output_untouched(tmp_path):
     out = tmp_path / "out"
     staging, infos = _stage(out, {"train": 1})
-    old = _manifest(infos)
-    commit_output(str(out), staging, old)
-    before = {name: (out / name).read_bytes() for name in _files(out)}
+    old = commit_output(str(out), staging, _manifest(infos))
+    before = _published(out)
 
     staging, infos = _stage(out, {"train": 2})
     Path(staging, "train-00001-of-00002.arrow").unlink()
     with pytest.raises(ManifestError, match=r"train-00001-of-00002\.arrow \(missing\).*unchanged"):
         commit_output(str(out), staging, _manifest(infos))
-    assert {name: (out / name).read_bytes() for name in _files(out)
-            if not name.startswith(".staging-")} == before
+    assert _published(out) == before
     assert read_manifest(str(out)) == old
 
 
@@ -227,18 +254,98 @@ def test_commit_rejects_staged_shard_of_wrong_size(tmp_path):
     assert not (out / MANIFEST_NAME).exists()
 
 
-def test_remove_stale_staging(tmp_path):
+def test_repair_output(tmp_path):
     out = tmp_path / "out"
-    assert remove_stale_staging(str(out)) == []  # no output folder yet
-    crashed, _ = _stage(out, {"train": 3})  # a run that died before its commit
+    assert repair_output(str(out)) == []  # no output folder yet
     staging, infos = _stage(out, {"train": 1})
-    commit_output(str(out), staging, _manifest(infos))
+    m = commit_output(str(out), staging, _manifest(infos))
+    crashed, _ = _stage(out, {"train": 3})  # a run that died before its commit
+    orphan = out / "data-20260101T000000Z-0123abcd"  # a run killed after moving its shards, before its manifest
+    orphan.mkdir()
     temp = out / f".{MANIFEST_NAME}.tmp-{'a' * 32}"  # an interrupted manifest write
     temp.write_text("partial")
-    assert sorted(remove_stale_staging(str(out))) == sorted([crashed, str(temp)])
-    assert _files(out) == [MANIFEST_NAME, "train-00000-of-00001.arrow"]
+    assert sorted(repair_output(str(out))) == sorted([crashed, str(orphan), str(temp)])
+    assert _files(out) == [m.data_dir, MANIFEST_NAME]
     assert read_manifest(str(out)).splits["train"].num_shards == 1
-    assert remove_stale_staging(str(out)) == []
+    assert repair_output(str(out)) == []
+
+
+def test_repair_keeps_data_folders_when_the_manifest_is_unreadable(tmp_path):
+    out = tmp_path / "out"
+    staging, infos = _stage(out, {"train": 1})
+    m = commit_output(str(out), staging, _manifest(infos))
+    (out / MANIFEST_NAME).write_text("{damaged")
+    assert repair_output(str(out)) == []
+    assert _files(out) == [m.data_dir, MANIFEST_NAME]
+
+
+# A publish in a child process whose filesystem kills the process (os._exit: no cleanup, like SIGKILL) before its
+# Nth change; it prints COMMITTED when the publish completed before the kill point.
+_KILLED_PUBLISH = """
+import os, sys
+import pyarrow.fs as pafs
+from c4prep import manifest, shards
+
+class KillingFileSystem:
+    def __init__(self, kill_at):
+        self.fs, self.kill_at, self.changes = pafs.LocalFileSystem(), kill_at, 0
+    def __getattr__(self, name):
+        method = getattr(self.fs, name)
+        if name not in ("move", "delete_file", "delete_dir", "create_dir", "open_output_stream"):
+            return method
+        def change(*args, **kwargs):
+            if self.changes == self.kill_at:
+                os._exit(0)
+            self.changes += 1
+            return method(*args, **kwargs)
+        return change
+    def equals(self, other):
+        return True
+
+killing = KillingFileSystem(int(sys.argv[3]))
+for module in (manifest, shards):
+    module.resolve_uri = lambda uri: (killing, os.path.abspath(uri))
+manifest.commit_output(sys.argv[1], sys.argv[2], manifest.read_manifest(sys.argv[2]))
+print("COMMITTED")
+"""
+
+
+def _kill_publish_at(out: Path, staging: str, kill_at: int) -> str:
+    """Publish ``staging`` (whose manifest was written into it) from a child process killed before change N."""
+    script = out.parent / "killed_publish.py"
+    script.write_text(_KILLED_PUBLISH)
+    done = subprocess.run([sys.executable, str(script), str(out), staging, str(kill_at)], capture_output=True,
+                          text=True, check=True)
+    return done.stdout
+
+
+def test_publish_killed_at_every_step_leaves_the_old_or_the_new_output(tmp_path):
+    """Kill the publishing process before each of its filesystem changes in turn: a reader then sees either the
+    complete old output or the complete new one, and the next repair leaves exactly that output and nothing else."""
+    kill_at, outcomes = 0, []
+    while True:
+        out = tmp_path / f"out{kill_at}"
+        staging, infos = _stage(out, {"train": 3, "validation": 1})
+        old = commit_output(str(out), staging, _manifest(infos))
+        old_view = _published(out)
+        staging, infos = _stage(out, {"train": 2}, rows=6)
+        write_manifest(staging, _manifest(infos))
+        new_view = {info.name: _rows("train", index, 6) for index, info in enumerate(infos)}
+        printed = _kill_publish_at(out, staging, kill_at)
+        seen = _published(out)
+        assert seen in (old_view, new_view), f"killed before change {kill_at}: a mixed or damaged output"
+        repair_output(str(out))
+        assert _published(out) == seen
+        current = read_manifest(str(out))
+        assert _files(out) == sorted([current.data_dir, MANIFEST_NAME])
+        assert (current.data_dir == old.data_dir) == (seen == old_view)
+        outcomes.append("new" if seen == new_view else "old")
+        if printed.startswith("COMMITTED"):
+            break
+        kill_at += 1
+    # create the data folder, move 2 shards, write the manifest (temp file, rename), delete old data and staging
+    assert kill_at >= 6
+    assert outcomes == sorted(outcomes, reverse=True) and outcomes[0] == "old" and outcomes[-1] == "new", outcomes
 
 
 # --- reading listed shards and checking output folders ------------------------------------------
@@ -246,18 +353,31 @@ def test_remove_stale_staging(tmp_path):
 def test_read_listed_shard_checks_the_file_against_its_manifest_entry(tmp_path):
     out = tmp_path / "out"
     staging, infos = _stage(out, {"train": 2})
-    commit_output(str(out), staging, _manifest(infos))
-    first, second = read_manifest(str(out)).shards
-    assert read_listed_shard(str(out), first).to_pylist() == _rows("train", 0, 4)
-    (out / second.name).write_bytes(b"not arrow")
-    with pytest.raises(ManifestError, match=rf"{second.name}, listed in its folder's manifest, cannot be read"):
-        read_listed_shard(str(out), second)
-    (out / first.name).unlink()
+    m = commit_output(str(out), staging, _manifest(infos))
+    first, second = m.shards
+    assert read_listed_shard(str(out), m, first).to_pylist() == _rows("train", 0, 4)
+    Path(m.shard_uri(str(out), second)).write_bytes(b"not arrow")
+    with pytest.raises(ManifestError, match=rf"{second.name} has 9 bytes, {second.num_bytes} were recorded"):
+        read_listed_shard(str(out), m, second)
+    Path(m.shard_uri(str(out), first)).unlink()
     with pytest.raises(ManifestError, match="cannot be read"):
-        read_listed_shard(str(out), first)
-    write_shard(str(out / first.name), SCHEMA, batched(_rows("train", 0, 3), SCHEMA))  # a re-written, shorter shard
-    with pytest.raises(ManifestError, match="has 3 rows but its manifest says 4: the input changed"):
-        read_listed_shard(str(out), first)
+        read_listed_shard(str(out), m, first)
+
+
+def test_read_listed_shard_refuses_changed_bytes_of_the_same_size(tmp_path):
+    out = tmp_path / "out"
+    staging, infos = _stage(out, {"train": 1})
+    m = commit_output(str(out), staging, _manifest(infos))
+    path = Path(m.shard_uri(str(out), m.shards[0]))
+    data = bytearray(path.read_bytes())
+    position = data.index("train 0 2".encode())
+    data[position:position + 4] = b"XXXX"  # 4 bytes of one document: the file stays valid Arrow of the same size
+    path.write_bytes(bytes(data))
+    with pytest.raises(ManifestError, match=r"train-00000-of-00001\.arrow does not match its recorded SHA-256"):
+        read_listed_shard(str(out), m, m.shards[0])
+    zeroed = replace(m, shards=[replace(m.shards[0], sha256="0" * 64)])  # a manifest whose hash was zeroed
+    with pytest.raises(ManifestError, match="does not match its recorded SHA-256"):
+        read_listed_shard(str(out), zeroed, zeroed.shards[0])
 
 
 def test_check_output_folder_creates_it_or_names_the_problem(tmp_path):

@@ -22,11 +22,11 @@ SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 
 def arrow_dataset(folder: Path) -> ds.Dataset:
     """All shards of an output, read with plain pyarrow."""
-    return ds.dataset(sorted(str(path) for path in folder.glob("*.arrow")), format="arrow")
+    return ds.dataset(sorted(str(path) for path in folder.glob("data-*/*.arrow")), format="arrow")
 
 
 def file_digests(folder: Path) -> dict[str, str]:
-    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.glob("*.arrow"))}
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.glob("data-*/*.arrow"))}
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +45,12 @@ def test_shards_manifest_and_schema(sample_run):
     manifest = read_manifest(str(output))
     names = sorted(path.name for path in output.iterdir())
     expected_shards = [f"{split}-0000{i}-of-00004.arrow" for split in ("train", "validation") for i in range(4)]
-    assert names == sorted(expected_shards + ["manifest.json"])  # no staging or temp files left
+    assert names == [manifest.data_dir, "manifest.json"]  # no staging or temp files left
+    assert sorted(path.name for path in (output / manifest.data_dir).iterdir()) == expected_shards
     assert [shard.name for shard in manifest.shards] == expected_shards
     assert manifest.schema() == DOCUMENT_SCHEMA
     for shard in manifest.shards:
-        path = output / shard.name
+        path = output / manifest.data_dir / shard.name
         assert path.stat().st_size == shard.num_bytes
         assert hashlib.sha256(path.read_bytes()).hexdigest() == shard.sha256
         with pa.memory_map(str(path)) as source:  # plain pyarrow, no c4prep code
@@ -129,7 +130,8 @@ def test_a_run_whose_runner_loses_data_writes_nothing(tmp_path, webdata, monkeyp
     with pytest.raises(DataLossError, match="pages: dedupe-sentences passed .*, english-filter got .*nothing"):
         run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2))
     assert file_digests(output) == before
-    assert sorted(path.name for path in output.iterdir()) == sorted([*before, "manifest.json"])  # no staging left
+    data_dir = read_manifest(str(output)).data_dir
+    assert sorted(path.name for path in output.iterdir()) == [data_dir, "manifest.json"]  # no staging left
 
 
 def _all_texts(output: Path) -> list[str]:
@@ -138,8 +140,9 @@ def _all_texts(output: Path) -> list[str]:
 
 def test_output_documents_obey_the_rules(sample_run):
     output, _ = sample_run
-    for shard in read_manifest(str(output)).shards:
-        for row in ds.dataset(str(output / shard.name), format="arrow").to_table().to_pylist():
+    manifest = read_manifest(str(output))
+    for shard in manifest.shards:
+        for row in ds.dataset(manifest.shard_uri(str(output), shard), format="arrow").to_table().to_pylist():
             page = c4_rules.Page(row["url"], c4_rules.normalize_url(row["url"]), row["text"], row["timestamp"],
                                  row["content_type"], row["content_length"])
             assert c4_rules.clean_page(page).page == page  # cleaning is idempotent on its own output
@@ -172,8 +175,10 @@ def test_rerun_replaces_previous_output(tmp_path, webdata):
     run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=3))
     (output / ".staging-crashed-run").mkdir()  # what a crashed run leaves behind
     run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=None))
-    names = sorted(path.name for path in output.iterdir())
-    assert names == ["manifest.json", "train-00000-of-00001.arrow", "validation-00000-of-00001.arrow"]
+    data_dir = read_manifest(str(output)).data_dir
+    assert sorted(path.name for path in output.iterdir()) == [data_dir, "manifest.json"]
+    assert sorted(path.name for path in (output / data_dir).iterdir()) == [
+        "train-00000-of-00001.arrow", "validation-00000-of-00001.arrow"]
 
 
 def test_bad_input_is_counted_and_skipped(sample_run, tmp_path, webdata):

@@ -18,7 +18,7 @@ from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 
 
 def digests(folder: Path) -> dict[str, str]:
-    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.glob("*.arrow"))}
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.glob("data-*/*.arrow"))}
 
 
 @pytest.fixture(scope="module")
@@ -30,17 +30,19 @@ def test_token_shards_mirror_the_document_shards(sample_documents, tokens):
     source, manifest = read_manifest(str(sample_documents)), read_manifest(str(tokens))
     assert [s.name for s in manifest.shards] == [s.name for s in source.shards]  # same layout, 3 per split
     assert [s.num_rows for s in manifest.shards] == [s.num_rows for s in source.shards]
-    assert sorted(p.name for p in tokens.iterdir()) == sorted([s.name for s in source.shards] + ["manifest.json"])
+    assert sorted(p.name for p in tokens.iterdir()) == [manifest.data_dir, "manifest.json"]
+    assert sorted(p.name for p in (tokens / manifest.data_dir).iterdir()) == [s.name for s in source.shards]
 
 
 def test_token_shards_equal_direct_encoding(sample_documents, tokens, sample_vocab):
     vocab = SentencePieceVocabulary(str(sample_vocab / "spm.model"))
-    for shard in read_manifest(str(tokens)).shards:
-        with pa.memory_map(str(tokens / shard.name)) as source:  # plain pyarrow, no c4prep code
+    manifest, documents = read_manifest(str(tokens)), read_manifest(str(sample_documents))
+    for shard, document_shard in zip(manifest.shards, documents.shards, strict=True):
+        with pa.memory_map(manifest.shard_uri(str(tokens), shard)) as source:  # plain pyarrow, no c4prep code
             table = pa.ipc.open_file(source).read_all()
         assert table.schema.field("ids").type == pa.list_(pa.uint16())
         assert table.schema.field("length").type == pa.int32() and table.schema.field("url").type == pa.string()
-        docs = read_shard(str(sample_documents / shard.name))
+        docs = read_shard(documents.shard_uri(str(sample_documents), document_shard))
         assert table["url"].to_pylist() == docs["url"].to_pylist()  # same rows, same order
         expected = [vocab.encode(text) + [vocab.eos_id] for text in docs["text"].to_pylist()]
         assert table["ids"].to_pylist() == expected
@@ -56,7 +58,7 @@ def test_manifest_links_source_and_vocabulary(sample_documents, tokens, sample_v
         hashlib.sha256((sample_vocab / "spm.model").read_bytes()).hexdigest()
     assert vocabulary["card"] == card and vocabulary["vocab_size"] == 1100
     assert manifest.schema().metadata[b"vocab_sha256"].decode() == card["model"]["sha256"]
-    lengths = sum(sum(read_shard(str(tokens / s.name))["length"].to_pylist()) for s in manifest.shards)
+    lengths = sum(sum(read_shard(manifest.shard_uri(str(tokens), s))["length"].to_pylist()) for s in manifest.shards)
     counters = manifest.counters["tokenize"]
     assert counters["tokens:train"] + counters.get("tokens:validation", 0) == lengths > 50_000
     assert counters["documents:train"] == manifest.splits["train"].num_rows

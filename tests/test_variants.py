@@ -17,7 +17,7 @@ def page_at(url: str, text: str = "Some text here.") -> c4_rules.Page:
 
 
 def output_urls(folder) -> set[str]:
-    shards = sorted(str(path) for path in folder.glob("*.arrow"))
+    shards = sorted(str(path) for path in folder.glob("data-*/*.arrow"))
     return set(ds.dataset(shards, format="arrow").to_table().column("url").to_pylist())
 
 

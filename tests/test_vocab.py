@@ -34,7 +34,7 @@ def write_documents(folder: Path, texts: list[str], num_shards: int = 2) -> Path
 
 def texts(folder: Path) -> list[str]:
     """Every document text of a shard folder, read with plain pyarrow."""
-    return ds.dataset(sorted(str(p) for p in folder.glob("*.arrow")), format="arrow").to_table()["text"].to_pylist()
+    return ds.dataset(sorted(str(p) for p in folder.glob("data-*/*.arrow")), format="arrow").to_table()["text"].to_pylist()
 
 
 @pytest.fixture(scope="module")
@@ -234,8 +234,9 @@ def test_cli_vocab_fails_before_sampling_on_a_ratio_larger_than_the_sample_or_a_
 def test_cli_vocab_names_a_listed_shard_that_is_missing(sample_documents, tmp_path):
     broken = tmp_path / "docs"
     shutil.copytree(sample_documents, broken)
-    missing = read_manifest(str(broken)).shards[0].name
-    (broken / missing).unlink()
+    manifest = read_manifest(str(broken))
+    missing = manifest.shards[0].name
+    Path(manifest.shard_uri(str(broken), manifest.shards[0])).unlink()
     result = CliRunner().invoke(main, ["vocab", "--input", str(broken), "--output", str(tmp_path / "v")])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert f"{missing}, listed in its folder's manifest, cannot be read" in result.output

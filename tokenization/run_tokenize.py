@@ -32,7 +32,7 @@ from c4prep.manifest import (
     new_staging_uri,
     read_listed_shard,
     read_manifest,
-    remove_stale_staging,
+    repair_output,
 )
 from c4prep.shards import join_uri, resolve_uri, write_shard
 
@@ -72,6 +72,7 @@ class _TokenizeShard(beam.DoFn):
     def __init__(self, config: TokenizeConfig, manifest: Manifest, staging_dir: str,
                  vocab: SentencePieceVocabulary, schema: pa.Schema) -> None:
         self.config = config
+        self.manifest = manifest
         self.shards = {shard.name: shard for shard in manifest.shards}
         self.staging_dir = staging_dir
         self.vocab = vocab
@@ -83,7 +84,7 @@ class _TokenizeShard(beam.DoFn):
 
     def process(self, name: str) -> Iterator[str]:
         shard = self.shards[name]
-        table = read_listed_shard(self.config.input, shard).select(["text", "url"])
+        table = read_listed_shard(self.config.input, self.manifest, shard).select(["text", "url"])
         info = write_shard(join_uri(self.staging_dir, name), self.schema, self._batches(table, shard.split))
         write_info_file(self.staging_dir, info)
         yield name
@@ -124,7 +125,7 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
     model_sha256 = hashlib.sha256(vocab.model_proto).hexdigest()
     schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
     options = pipeline_options(config.runner, list(beam_args or []))
-    remove_stale_staging(config.output)
+    repair_output(config.output)
     staging_dir = new_staging_uri(config.output)
     pipeline = new_pipeline(options)
     _ = (
@@ -145,5 +146,4 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
                            "extra_ids": config.extra_ids, "card": card},
         },
     )
-    commit_output(config.output, staging_dir, manifest)
-    return TokenizeResult(manifest, counters)
+    return TokenizeResult(commit_output(config.output, staging_dir, manifest), counters)

@@ -55,7 +55,7 @@ def document_lines(input_uri: str, manifest: Manifest, splits: Iterable[str], ma
     for shard in manifest.shards:
         if shard.split not in wanted:
             continue
-        table = read_listed_shard(input_uri, shard)
+        table = read_listed_shard(input_uri, manifest, shard)
         for batch in table.select(["text"]).to_batches(max_chunksize=batch_documents):
             lines = []
             for text in batch.column(0).to_pylist():
