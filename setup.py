@@ -27,7 +27,6 @@ setup(
     install_requires=[
         f"apache-beam=={BEAM_VERSION}",
         "pyarrow>=15",
-        "warcio>=1.7",
         "langdetect==1.0.9",  # the reference implementation C4 used
         "langdetect-rs==0.1.0",  # bit-identical Rust port of it, ~48x faster (verified in tests)
         "tldextract>=5",
@@ -48,7 +47,8 @@ setup(
     extras_require={
         # transformers 4.x: its slow T5Tokenizer reads our .model without torch (5.x needs protobuf>=7, Beam <7).
         # Beam's dask and gcp extras: the tests run the job on a real Dask cluster and dry-run it for Dataflow.
-        "test": ["pytest>=8", "transformers>=4.40,<5", f"apache-beam[dask,gcp]=={BEAM_VERSION}"],
+        # warcio: the tests check that intact WET files give exactly the records warcio gives.
+        "test": ["pytest>=8", "transformers>=4.40,<5", f"apache-beam[dask,gcp]=={BEAM_VERSION}", "warcio>=1.7"],
         "gcp": [f"apache-beam[gcp]=={BEAM_VERSION}"],
         "dask": [f"apache-beam[dask]=={BEAM_VERSION}"],
     },

@@ -159,6 +159,22 @@ def assert_good_prefix(records, problems, sample_records, kind="corrupt_gzip"):
     assert problems[0].path in problems[0].message
 
 
+def assert_all_but(records, problems, sample_records, lost: int, kind: str):
+    """Every sample record but the `lost`-th (0-based) came out unchanged, and one `kind` problem was counted."""
+    path = problems[0].path
+    expected = [RawRecord(**{**vars(page), "source_path": path}) for page in sample_records]
+    assert records == expected[:lost] + expected[lost + 1 :]
+    assert kinds(problems) == [kind]
+    assert path in problems[0].message
+
+
+def sample_members(webdata: Path) -> list[bytes]:
+    """The gzip members of the real sample, one per record."""
+    data = (webdata / SAMPLE_WET).read_bytes()
+    starts = gzip_members(data) + [len(data)]
+    return [data[start:end] for start, end in zip(starts, starts[1:])]
+
+
 def test_gzip_cut_in_half_keeps_the_complete_records(tmp_path, webdata, sample_records):
     data = (webdata / SAMPLE_WET).read_bytes()
     path = tmp_path / "half.warc.wet.gz"
@@ -168,16 +184,17 @@ def test_gzip_cut_in_half_keeps_the_complete_records(tmp_path, webdata, sample_r
     assert "ends in the middle of a gzip member" in problems[0].message
 
 
-def test_garbage_in_the_middle_of_the_gzip(tmp_path, webdata, sample_records):
+def test_garbage_in_the_middle_of_a_member_loses_only_its_record(tmp_path, webdata, sample_records):
     data = (webdata / SAMPLE_WET).read_bytes()
     middle = len(data) // 2
+    damaged = sum(start <= middle for start in gzip_members(data)) - 1
     path = tmp_path / "garbage.warc.wet.gz"
     path.write_bytes(data[:middle] + b"\x00garbage" * 100 + data[middle:])
     records, problems = read(path)
-    assert_good_prefix(records, problems, sample_records)
+    assert_all_but(records, problems, sample_records, lost=damaged, kind="corrupt_gzip")
 
 
-def test_bad_crc_drops_the_damaged_record_and_stops(tmp_path, webdata, sample_records):
+def test_bad_crc_drops_only_the_damaged_record(tmp_path, webdata, sample_records):
     data = bytearray((webdata / SAMPLE_WET).read_bytes())
     starts = gzip_members(bytes(data))
     assert len(starts) == SAMPLE_PAGES  # one gzip member per record
@@ -185,9 +202,19 @@ def test_bad_crc_drops_the_damaged_record_and_stops(tmp_path, webdata, sample_re
     path = tmp_path / "crc.warc.wet.gz"
     path.write_bytes(bytes(data))
     records, problems = read(path)
-    assert_good_prefix(records, problems, sample_records)
-    assert len(records) == 100
+    assert_all_but(records, problems, sample_records, lost=100, kind="corrupt_gzip")
     assert "incorrect data check" in problems[0].message
+    assert f"member at byte {starts[100]} is damaged" in problems[0].message
+
+
+def test_damaged_deflate_data_drops_only_its_record(tmp_path, webdata, sample_records):
+    members = sample_members(webdata)
+    damaged = bytearray(members[200])
+    damaged[len(damaged) // 2] ^= 0xFF
+    path = tmp_path / "deflate.warc.wet.gz"
+    path.write_bytes(b"".join(members[:200]) + bytes(damaged) + b"".join(members[201:]))
+    records, problems = read(path)
+    assert_all_but(records, problems, sample_records, lost=200, kind="corrupt_gzip")
 
 
 class Trickle(io.BytesIO):
@@ -210,18 +237,28 @@ def test_bad_crc_seen_only_after_the_record_was_read_still_drops_it():
     data = bytearray(wet_bytes([b"one.\n", b"two.\n" * 1000, b"three.\n"], compress=True))
     data[gzip_members(bytes(data))[3] - 8] ^= 0x01  # CRC32 of the member of "two"
     items = list(read_records("x.warc.wet.gz", open_binary=lambda path: Trickle(bytes(data))))
-    assert [item.body for item in items[:-1]] == ["one.\n"]
-    assert items[-1].kind == "corrupt_gzip"
+    assert [item.body for item in items[:1] + items[2:]] == ["one.\n", "three.\n"]
+    assert items[1].kind == "corrupt_gzip"
 
 
-def test_damaged_next_member_keeps_the_record_before_it(tmp_path, webdata, sample_records):
+def test_member_whose_decoding_ran_into_the_next_member_loses_only_its_record(webdata, sample_records):
+    # Without its CRC and length, member 2 takes the next member's first bytes for them; with 3-byte reads the
+    # decoder has consumed those before it fails, and the next member must still be read from its own start.
+    members = sample_members(webdata)[:6]
+    data = b"".join(members[:2]) + members[2][:-8] + b"".join(members[3:])
+    items = list(read_records("x.warc.wet.gz", open_binary=lambda path: Trickle(data)))
+    records = [item for item in items if isinstance(item, RawRecord)]
+    assert [record.url for record in records] == [record.url for record in sample_records[:2] + sample_records[3:6]]
+    assert kinds([item for item in items if isinstance(item, ReadProblem)]) == ["corrupt_gzip"]
+
+
+def test_damaged_member_header_loses_only_its_record(tmp_path, webdata, sample_records):
     data = bytearray((webdata / SAMPLE_WET).read_bytes())
     data[gzip_members(bytes(data))[101]] ^= 0xFF  # gzip magic of the 102nd record
     path = tmp_path / "magic.warc.wet.gz"
     path.write_bytes(bytes(data))
     records, problems = read(path)
-    assert_good_prefix(records, problems, sample_records)
-    assert len(records) == 101
+    assert_all_but(records, problems, sample_records, lost=101, kind="corrupt_gzip")
 
 
 def test_trailing_garbage_after_the_last_member(tmp_path, webdata):
@@ -236,7 +273,18 @@ def test_trailing_garbage_after_the_last_member(tmp_path, webdata):
 def test_file_that_is_not_gzip_at_all(tmp_path, name):
     path = tmp_path / name
     path.write_bytes(b"WARC/1.0\r\nthis was never compressed\r\n")
-    assert kinds(read(path, modified_time=os.path.getmtime)[1]) == ["corrupt_gzip"]
+    (problem,) = read(path, modified_time=os.path.getmtime)[1]
+    assert problem.kind == "format_mismatch"
+    assert "is named .gz but is not gzip (it starts with b'WARC')" in problem.message
+
+
+@pytest.mark.parametrize("name", ["zipped.wet", "zipped.jsonl", "zipped.txt"])
+def test_gzip_file_without_gz_name(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(b"anything"))
+    (problem,) = read(path, modified_time=os.path.getmtime)[1]
+    assert problem.kind == "format_mismatch"
+    assert "is gzip-compressed but its name does not end in .gz" in problem.message
 
 
 def test_truncated_jsonl_gz_keeps_the_complete_lines(tmp_path, webdata):
@@ -306,7 +354,68 @@ def test_wet_file_that_is_not_warc(tmp_path):
     path.write_text("just some notes\nnot a WARC file\n")
     records, problems = read(path)
     assert records == []
-    assert kinds(problems) == ["unreadable_file"]
+    assert kinds(problems) == ["format_mismatch"]
+    assert "is not WARC" in problems[0].message
+
+
+@pytest.mark.parametrize("delta", [7, -7, 1, -1, 2, -2])
+@pytest.mark.parametrize("compress", [True, False])
+def test_wrong_content_length_loses_only_its_record(tmp_path, webdata, sample_records, delta, compress):
+    members = sample_members(webdata)
+    record = gzip.decompress(members[10])
+    length = sample_records[10].content_length
+    record = record.replace(f"Content-Length: {length}\r\n".encode(), f"Content-Length: {length + delta}\r\n".encode())
+    if compress:
+        data = b"".join(members[:10]) + gzip.compress(record) + b"".join(members[11:])
+    else:
+        data = b"".join(gzip.decompress(member) for member in members[:10]) + record + gzip.decompress(
+            b"".join(members[11:])
+        )
+    path = tmp_path / ("length.warc.wet.gz" if compress else "length.wet")
+    path.write_bytes(data)
+    records, problems = read(path)
+    assert_all_but(records, problems, sample_records, lost=10, kind="bad_record_length")
+    assert f"WET record 11 ({sample_records[10].url})" in problems[0].message
+
+
+def test_warc_file_named_wet_is_a_format_mismatch(tmp_path, webdata):
+    path = tmp_path / "whirlwind.warc.wet.gz"
+    path.write_bytes((webdata / "whirlwind.warc.gz").read_bytes())
+    records, problems = read(path)
+    assert records == []
+    assert kinds(problems) == ["format_mismatch"]
+    held = "holds WARC records (1 'request', 1 'response', 1 'metadata') and no WET 'conversion' records"
+    assert f"{held}: is it a WARC file, not WET?" in problems[0].message
+
+
+def test_invalid_utf8_in_the_url_header_skips_the_record(tmp_path, webdata, sample_records):
+    members = sample_members(webdata)
+    record = gzip.decompress(members[5]).replace(b"WARC-Target-URI: http", b"WARC-Target-URI: \xe9http", 1)
+    path = tmp_path / "url.warc.wet.gz"
+    path.write_bytes(b"".join(members[:5]) + gzip.compress(record) + b"".join(members[6:]))
+    records, problems = read(path)
+    assert_all_but(records, problems, sample_records, lost=5, kind="invalid_header")
+    assert "has a WARC-Target-URI header that is not valid UTF-8" in problems[0].message
+    assert "(\\xe9http://" in problems[0].message  # the bad byte is shown escaped, never as mojibake
+
+
+def test_intact_files_give_exactly_what_warcio_gives(webdata):
+    for name in (SAMPLE_WET, "whirlwind.warc.wet.gz"):
+        with open(webdata / name, "rb") as stream:
+            expected = [
+                (
+                    record.rec_headers.get_header("WARC-Target-URI"),
+                    record.rec_headers.get_header("WARC-Date"),
+                    record.rec_headers.get_header("Content-Type"),
+                    int(record.rec_headers.get_header("Content-Length")),
+                    record.content_stream().read().decode("utf-8"),
+                )
+                for record in ArchiveIterator(stream)
+                if record.rec_type == "conversion"
+            ]
+        records, problems = read(webdata / name)
+        assert problems == []
+        assert [(r.url, r.timestamp, r.content_type, r.content_length, r.body) for r in records] == expected
 
 
 # --- oversized records ----------------------------------------------------------------------------------------
@@ -369,6 +478,20 @@ def test_bad_json_lines_are_reported_with_their_line_number(tmp_path):
         ("invalid_utf8", "line 6"),
         ("invalid_utf8", "line 10"),
     ]
+
+
+@pytest.mark.parametrize("name", ["c4.jsonl", "c4.txt", "sample.wet"])
+def test_a_leading_utf8_bom_is_dropped(tmp_path, webdata, name):
+    sample = webdata / ("c4-en-train-00000-first500.jsonl" if name.startswith("c4") else SAMPLE_WET)
+    data = gzip.decompress(sample.read_bytes()) if name.endswith(".wet") else sample.read_bytes()
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + data)
+    records, problems = read(path, modified_time=os.path.getmtime)
+    assert problems == []
+    if name.endswith(".txt"):
+        assert [(record.body, record.content_length) for record in records] == [(data.decode(), len(data))]
+    else:
+        assert [record.url for record in records] == [record.url for record in read(sample)[0]]
 
 
 def test_jsonl_without_url_or_timestamp_gives_none(tmp_path):
@@ -472,7 +595,8 @@ def test_os_error_while_reading_gzip_keeps_earlier_records(webdata, sample_recor
 def test_os_error_right_after_a_record_keeps_that_record(webdata, sample_records):
     data = gzip.decompress((webdata / SAMPLE_WET).read_bytes())
     archive = ArchiveIterator(io.BytesIO(data))
-    ends = [archive.get_record_offset() + archive.get_record_length() for _ in archive]
+    # warcio's length of an uncompressed record leaves out the CRLF CRLF that closes it
+    ends = [archive.get_record_offset() + archive.get_record_length() + 4 for _ in archive]
     records, problems = [], []
     for item in read_records("gs://b/x.wet", open_binary=lambda path: FailingFile(data, ends[20])):
         (problems if isinstance(item, ReadProblem) else records).append(item)
