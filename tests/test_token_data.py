@@ -5,6 +5,8 @@ trained on them, written with the same helpers `c4prep tokenize` uses.
 """
 from __future__ import annotations
 
+import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -279,3 +281,13 @@ def test_clear_errors(tmp_path, token_dir, index):
         BatchPlan(index.num_samples, 1 << 20, 1, 1 << 20, seed=0)
     with pytest.raises(TokenDataError, match="num_samples=index.num_samples"):
         TokenBatches(index, BatchPlan(index.num_samples - 1, 8, 1, 8, seed=0), 0, PadRow())
+
+
+def test_a_shard_that_differs_from_its_manifest_is_refused(tmp_path, token_dir):
+    copy = Path(shutil.copytree(token_dir, tmp_path / "ptb"))
+    shard = copy / shard_name("train", 1, TRAIN_SHARDS)
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, one byte of the ids changed
+    shard.write_bytes(bytes(data))
+    with pytest.raises(TokenDataError, match=re.escape(f"{shard} does not match its recorded SHA-256")):
+        build_sample_index(str(copy), "train", SEGMENT, span_lengths, INPUTS, TARGETS, CONCAT)

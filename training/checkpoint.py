@@ -4,18 +4,24 @@ A checkpoint is one ``torch.save`` file ``<run>/checkpoints/step_<N>.pt`` holdin
 states, the step (which is also the data position: the loader resumes at that global batch), every rank's RNG
 state and the run's config. ``latest`` names the newest complete file; it is replaced only after the file is
 fully written, so a crash never leaves a half checkpoint that a resume would pick up.
+
+A checkpoint holds only tensors and plain containers (dict, list, tuple, str, int, float, bool, None), so it loads
+with ``torch.load(weights_only=True)``: loading a file from anywhere (``init_from=``) never runs code from it.
 """
 from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
 LATEST = "latest"
+REQUIRED_FIELDS = {"step": int, "model": dict, "model_spec": dict}  # in every checkpoint of `train`; stages read them
 _STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
+_UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+)")  # torch's weights-only refusal of a Python object
 
 
 class CheckpointError(ValueError):
@@ -71,12 +77,27 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint on the CPU (trusted files written by :func:`save_checkpoint`)."""
+    """Load a checkpoint on the CPU, unpickling only tensors and plain containers: a :class:`CheckpointError` for a
+    file that would need to run code to load, or that is not (or no longer) a checkpoint `train` wrote."""
     path = resolve_checkpoint(path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError) as error:
-        raise CheckpointError(f"cannot read checkpoint {path}: {error}; delete it to resume from an older one") from None
+        with warnings.catch_warnings():  # torch warns about a plain pickle's protocol before refusing it
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as error:
+        raise CheckpointError(f"cannot read checkpoint {path}: {error}") from None
+    except Exception as error:  # the weights-only unpickler runs no code: whatever fails is the file's content
+        unsafe = _UNSAFE_GLOBAL.search(str(error))
+        if unsafe:
+            raise CheckpointError(f"refused to load {path}: it is not a c4prep checkpoint, loading it would run code "
+                                  f"(it calls {unsafe[1]}); pass a step_*.pt file that `train` wrote") from None
+        raise CheckpointError(f"{path} is not a c4prep checkpoint or is damaged ({type(error).__name__} while "
+                              "reading it); pass a step_*.pt file that `train` wrote, or delete it to resume from "
+                              "an older one") from None
+    if not (isinstance(state, dict) and all(isinstance(state.get(k), kind) for k, kind in REQUIRED_FIELDS.items())):
+        raise CheckpointError(f"{path} is not a c4prep checkpoint (it lacks a step, model weights or a model_spec); "
+                              "pass a step_*.pt file that `train` wrote")
+    return state
 
 
 def rng_state() -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import traceback
 from collections.abc import Sequence
 
 from c4prep.manifest import ManifestError
@@ -14,7 +15,9 @@ from .data.token_index import TokenDataError
 from .distributed import shutdown_distributed
 from .trainer import TrainingDiverged
 
-USAGE = """usage: train [--print-config] [group=option ...] [key=value ...]
+USAGE = """usage: train [--print-config] [--debug] [group=option ...] [key=value ...]
+
+A mistake in the config, data or checkpoint is one line on stderr (exit 2); --debug adds its full traceback.
 
 Stages: stage=pretrain (default) | finetune | evaluate; model=adavae adds generate | classify.
 Config groups (configs/<group>/<option>.yaml):
@@ -35,13 +38,22 @@ def _groups() -> str:
     return "\n".join(lines)
 
 
+def _report(outcome: str, error: Exception, debug: bool) -> None:
+    """``train: <outcome>: <error>`` on stderr, one line; with ``debug`` after the full traceback, including the
+    low-level error that the one-line message replaced."""
+    if debug:
+        error.__suppress_context__ = False
+        traceback.print_exception(error)
+    print(f"train: {outcome}: {error}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
         print(USAGE.format(groups=_groups()))
         return 0
-    print_only = "--print-config" in args
-    args = [a for a in args if a != "--print-config"]
+    print_only, debug = "--print-config" in args, "--debug" in args
+    args = [a for a in args if a not in ("--print-config", "--debug")]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         cfg = load_config(args)
@@ -52,10 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         summary = run_stage(cfg)
     except USER_ERRORS as error:
-        print(f"train: error: {error}", file=sys.stderr)
+        _report("error", error, debug)
         return 2
     except TrainingDiverged as error:
-        print(f"train: stopped: {error}", file=sys.stderr)
+        _report("stopped", error, debug)
         return 1
     finally:
         shutdown_distributed()

@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from .checkpoint import rng_state, save_checkpoint, set_rng_state
+from .checkpoint import CheckpointError, rng_state, save_checkpoint, set_rng_state
 from .config import TrainerSettings
 from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier
 from .metrics_log import MetricsLogger
@@ -104,8 +104,8 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         rng_states = state["rng"]
         if len(rng_states) != self.env.world_size:
-            raise ValueError(f"checkpoint was written by {len(rng_states)} rank(s), this run has "
-                             f"{self.env.world_size}; resume with the same number of processes")
+            raise CheckpointError(f"checkpoint was written by {len(rng_states)} rank(s), this run has "
+                                  f"{self.env.world_size}; resume with the same number of processes")
         set_rng_state(rng_states[self.env.rank])
         self.step = int(state["step"])
         self.logger.truncate_after(self.step)

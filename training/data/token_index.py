@@ -5,7 +5,8 @@ documents are concatenated and cut into consecutive segments of ``segment_length
 segment is short (T5's ``reduce_concat_tokens`` + ``split_tokens``). Because a shard stores its documents' ids back
 to back, every segment is one contiguous slice of the shard's flat ``ids`` values: a segment is just (shard, start,
 length). Full-length segments are samples on their own; the short ones are grouped greedily in index order into
-samples whose summed output lengths fit one packed row.
+samples whose summed output lengths fit one packed row. Before a shard is used, its bytes are checked against the
+size and SHA-256 its manifest records, and its ids against the vocabulary size its schema records.
 
 Differences from T5, by design: documents longer than 65,536 tokens are kept whole (T5 keeps one random 65,536-token
 chunk), and token id 0 is not deleted (SentencePiece never emits the pad id, so c4prep token shards hold none).
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from c4prep.manifest import ManifestError, ShardEntry, read_manifest
-from c4prep.shards import join_uri, resolve_uri
+from c4prep.shards import ShardIntegrityError, check_bytes, resolve_uri, shard_bytes
 
 from ..objectives.packing import first_fit_groups
 
@@ -95,26 +96,36 @@ def _split_shards(token_dir: str, split: str) -> tuple[list[ShardEntry], list[st
                              f"{', '.join(sorted(manifest.splits)) or 'none'}")
     if sum(shard.num_rows for shard in entries) == 0:
         raise TokenDataError(f"split {split!r} of {token_dir} has no documents: tokenize a non-empty corpus")
-    return entries, [join_uri(path, shard.name) for shard in entries]
+    return entries, [manifest.shard_uri(path, shard) for shard in entries]
 
 
 def _document_lengths(path: str, entry: ShardEntry) -> np.ndarray:
-    """Token counts (int64) of a shard's documents, read from the ``length`` column only."""
+    """Token counts (int64) of a shard's documents, from its ``length`` column, once the shard is checked: its bytes
+    against the manifest's size and SHA-256, its ids against the vocabulary size its schema records (if any)."""
     if not os.path.isfile(path):
         raise TokenDataError(f"shard {path} listed in the manifest is missing: re-run `c4prep tokenize`")
-    if os.path.getsize(path) != entry.num_bytes:
-        raise TokenDataError(f"shard {path} has {os.path.getsize(path)} bytes, the manifest says {entry.num_bytes}: "
-                             "the folder changed after tokenizing; re-run `c4prep tokenize`")
+    data = shard_bytes(path)  # one memory map: hashed here, then parsed
+    try:
+        check_bytes(path, data, entry.num_bytes, entry.sha256)
+        reader = pa.ipc.open_file(data)
+    except ShardIntegrityError as error:
+        raise TokenDataError(f"{error}: the shard changed after tokenizing; re-run `c4prep tokenize`") from None
+    except pa.ArrowInvalid as error:
+        raise TokenDataError(f"shard {path} is not an Arrow file ({error}): re-run `c4prep tokenize`") from None
+    vocab_size = int((reader.schema.metadata or {}).get(b"vocab_size", 0))
     parts = []
-    with pa.memory_map(path) as source:
-        reader = pa.ipc.open_file(source)
-        for b in range(reader.num_record_batches):
-            batch = reader.get_batch(b)
-            lengths = batch.column("length").to_numpy().astype(np.int64)  # copies out of the map
-            if not np.array_equal(np.diff(batch.column("ids").offsets.to_numpy()), lengths):
-                raise TokenDataError(f"shard {path} batch {b}: 'length' disagrees with the ids: the shard is "
-                                     "corrupt; re-run `c4prep tokenize`")
-            parts.append(lengths)
+    for b in range(reader.num_record_batches):
+        batch = reader.get_batch(b)
+        ids = batch.column("ids")
+        lengths = batch.column("length").to_numpy().astype(np.int64)  # copies out of the map
+        if not np.array_equal(np.diff(ids.offsets.to_numpy()), lengths):
+            raise TokenDataError(f"shard {path} batch {b}: 'length' disagrees with the ids: the shard is "
+                                 "corrupt; re-run `c4prep tokenize`")
+        values = ids.flatten().to_numpy()  # a view of the map
+        if vocab_size and len(values) and (top := int(values.max())) >= vocab_size:
+            raise TokenDataError(f"shard {path} batch {b} holds token id {top}, outside its vocabulary of "
+                                 f"{vocab_size} ids: the shard is corrupt; re-run `c4prep tokenize`")
+        parts.append(lengths)
     lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     if len(lengths) != entry.num_rows:
         raise TokenDataError(f"shard {path} has {len(lengths)} rows, the manifest says {entry.num_rows}: "

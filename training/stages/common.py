@@ -102,7 +102,12 @@ def model_from_checkpoint(state: dict[str, Any], strict: bool = True) -> torch.n
     """The model a checkpoint's spec describes, its weights loaded (``strict=False``: new modules such as adapters
     keep their initialisation)."""
     model = _build(state["model_spec"])
-    model.load_state_dict(state["model"], strict=strict)
+    try:
+        model.load_state_dict(state["model"], strict=strict)
+    except RuntimeError:
+        raise CheckpointError(f"the checkpoint's weights do not fit the {state['model_spec'].get('name')} model its "
+                              "model_spec describes (missing or mis-shaped tensors; --debug lists them): pass a "
+                              "checkpoint that `train` wrote") from None
     return model
 
 

@@ -27,8 +27,12 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
                                "validation files at the end of stage=finetune")
     ctx = start_run(cfg)
     state = load_checkpoint(cfg.init_from)
+    data = pretrain_data(cfg, decoder_only=state["model_spec"].get("name") == "gpt")
+    if state["model_spec"].get("vocab_size") != data.vocab_size:
+        raise TrainConfigError(f"init_from={cfg.init_from} has {state['model_spec'].get('vocab_size')} ids but "
+                               f"{cfg.data.tokens} was encoded with {data.vocab_size}: evaluate on token shards "
+                               "encoded with the checkpoint's vocabulary")
     model = model_from_checkpoint(state).to(ctx.device)
-    data = pretrain_data(cfg, decoder_only=state["model_spec"]["name"] == "gpt")
     check_rows_fit(model, data.row_builder)
     if data.validation is None:
         raise TokenDataError(f"split {cfg.data.validation_split!r} of {cfg.data.tokens} has no samples to evaluate; "

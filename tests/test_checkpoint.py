@@ -1,0 +1,69 @@
+"""Checkpoints hold only what a weights-only load accepts, and a resume from one continues exactly."""
+import pytest
+import torch
+from torch import nn
+
+from c4prep.training.checkpoint import CheckpointError, load_checkpoint
+from c4prep.training.config import load_config, trainer_settings
+from c4prep.training.distributed import DistEnv
+from c4prep.training.optim import OPTIMIZERS, build_optimizer
+from c4prep.training.schedules import build_schedule
+from c4prep.training.trainer import Trainer
+
+OPTIONS = {"adafactor": {"min_dim_size_to_factor": 4}, "adamw": {"weight_decay": 0.01}, "adamw_scale": {}}
+
+
+class Regression:
+    """Squared error of a model on ``x`` against ``y``; one target per row."""
+
+    def loss(self, model, batch):
+        return ((model(batch["x"]) - batch["y"]) ** 2).sum(), torch.tensor(float(len(batch["x"])))
+
+    def num_targets(self, batch):
+        return torch.tensor(float(len(batch["x"])))
+
+    def num_tokens(self, batch):
+        return len(batch["x"])
+
+
+def batches_from(step: int):
+    """The batch of each step, a function of the step alone (what the data loaders guarantee)."""
+    while True:
+        generator = torch.Generator().manual_seed(step)
+        yield {"x": torch.randn(4, 8, generator=generator), "y": torch.randn(4, 1, generator=generator)}
+        step += 1
+
+
+def mlp_trainer(run_dir, optimizer_name: str, max_steps: int) -> Trainer:
+    """A dropout MLP (so resuming needs the RNG state) with a warmed-up schedule, checkpointing every 2 steps."""
+    settings = trainer_settings(load_config([f"trainer.max_steps={max_steps}", "trainer.checkpoint_every=2",
+                                             "trainer.progress=false", "trainer.tensorboard=false",
+                                             "trainer.global_batch_size=4", "trainer.micro_batch_size=4"]))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.5), nn.Linear(16, 1))
+    optimizer = build_optimizer(optimizer_name, model.parameters(), lr=0.01, **OPTIONS[optimizer_name])
+    scheduler = build_schedule("inverse_sqrt", optimizer, warmup_steps=3)
+    return Trainer(settings, run_dir, model, Regression(), optimizer, scheduler, batches_from, 1, DistEnv(),
+                   torch.device("cpu"), checkpoint_extra={"model_spec": {"name": "mlp"}, "config": {"stage": "test"}})
+
+
+@pytest.mark.parametrize("optimizer_name", sorted(OPTIMIZERS))
+def test_resume_from_a_weights_only_load_is_exact(tmp_path, optimizer_name):
+    assert sorted(OPTIMIZERS) == sorted(OPTIONS)
+    uninterrupted = mlp_trainer(tmp_path / "uninterrupted", optimizer_name, max_steps=4)
+    losses = [stats.loss for stats in uninterrupted.fit()]
+    mlp_trainer(tmp_path / "resumed", optimizer_name, max_steps=2).fit()
+    resumed = mlp_trainer(tmp_path / "resumed", optimizer_name, max_steps=4)
+    resumed.load_state_dict(load_checkpoint(tmp_path / "resumed"))
+    assert [stats.loss for stats in resumed.fit()] == losses[2:]
+    final = load_checkpoint(tmp_path / "resumed")
+    assert final["step"] == 4 and final["config"] == {"stage": "test"}
+    reference = uninterrupted.model.state_dict()
+    assert all(torch.equal(final["model"][name], reference[name]) for name in reference)
+
+
+def test_resuming_with_another_rank_count_is_a_checkpoint_error(tmp_path):
+    mlp_trainer(tmp_path, "adamw", max_steps=2).fit()
+    state = load_checkpoint(tmp_path)
+    with pytest.raises(CheckpointError, match="written by 2 rank"):
+        mlp_trainer(tmp_path, "adamw", max_steps=4).load_state_dict({**state, "rng": state["rng"] * 2})

@@ -1,0 +1,181 @@
+"""`train` on untrusted input: checkpoints never run code, damaged token shards are refused, errors are one line."""
+import dataclasses
+import json
+import os
+import pathlib
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from c4prep.manifest import Manifest, read_manifest, write_manifest
+from c4prep.shards import read_shard, write_shard
+from c4prep.training import stages
+from c4prep.training.cli import main
+from c4prep.training.config import load_config, section
+
+# A t5_tiny pre-training run of one step on the sample tokens' train split.
+TINY = ["model=t5_tiny", "objective.inputs_length=128", "objective.targets_length=32", "trainer.global_batch_size=8",
+        "trainer.micro_batch_size=4", "trainer.max_steps=1", "trainer.progress=false", "trainer.tensorboard=false",
+        "trainer.num_workers=0", "trainer.device=cpu", "data.validation_split=null"]
+
+
+class RunsCode:
+    """Unpickling it creates ``marker``: what a malicious checkpoint could do instead."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return pathlib.Path.touch, (self.marker,)
+
+
+def train(tokens: Path, tmp_path: Path, *overrides: str) -> int:
+    return main([f"data.tokens={tokens}", f"output_dir={tmp_path / 'run'}", *TINY, *overrides])
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("stage", ["pretrain", "evaluate"])
+@pytest.mark.parametrize("writer", ["torch.save", "legacy torch.save", "pickle.dump"])
+def test_a_checkpoint_that_would_run_code_is_refused_unrun(sample_tokens, tmp_path, capsys, stage, writer):
+    marker, evil = tmp_path / "marker", tmp_path / "evil.pt"
+    state = {"step": 1, "model": {}, "model_spec": {"name": "t5"}, "payload": RunsCode(marker)}
+    if writer == "pickle.dump":
+        evil.write_bytes(pickle.dumps(state, protocol=2))
+    else:
+        torch.save(state, evil, _use_new_zipfile_serialization=writer == "torch.save")
+    assert train(sample_tokens, tmp_path, f"stage={stage}", f"init_from={evil}") == 2
+    err = one_line_error(capsys)
+    assert str(evil) in err and "not a c4prep checkpoint" in err and "would run code" in err
+    assert not marker.exists()
+
+
+def _truncated(path: Path) -> None:
+    torch.save({"step": 1, "model": {"weight": torch.ones(1000)}, "model_spec": {"name": "t5"}}, path)
+    path.write_bytes(path.read_bytes()[:2000])
+
+
+def _zip_of_text(path: Path) -> None:
+    shutil.make_archive(str(path), "zip", root_dir=Path(__file__).parent, base_dir="conftest.py")
+    os.replace(f"{path}.zip", path)
+
+
+DAMAGED = {
+    "random bytes": lambda path: path.write_bytes(np.random.default_rng(0).bytes(4096)),
+    "text": lambda path: path.write_text("step: 3\nmodel: t5_tiny\n"),
+    "empty": lambda path: path.write_bytes(b""),
+    "truncated": _truncated,
+    "zip, not torch": _zip_of_text,
+    "a tensor": lambda path: torch.save(torch.ones(3), path),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED)
+def test_a_damaged_or_foreign_checkpoint_is_one_line(tmp_path, capsys, damage):
+    checkpoint = tmp_path / "step_00000003.pt"
+    DAMAGED[damage](checkpoint)
+    assert main(["stage=evaluate", f"init_from={checkpoint}", f"output_dir={tmp_path / 'run'}", *TINY]) == 2
+    err = one_line_error(capsys)
+    assert err.startswith(f"train: error: {checkpoint} is not a c4prep checkpoint"), err
+
+
+@pytest.mark.parametrize("mismatch, message", [
+    ("vocabulary", "ids but"),
+    ("weights", "the checkpoint's weights do not fit the t5 model its model_spec describes"),
+])
+def test_a_checkpoint_that_fits_neither_its_model_nor_the_data_is_one_line(sample_tokens, tmp_path, capsys, mismatch,
+                                                                            message):
+    vocab_size = read_manifest(str(sample_tokens)).extra["vocabulary"]["vocab_size"]
+    spec = section(load_config(["model=t5_tiny"]), "model") | {"vocab_size": vocab_size}
+    checkpoint = tmp_path / "step_00000001.pt"
+    if mismatch == "vocabulary":
+        torch.save({"step": 1, "model": {}, "model_spec": {**spec, "vocab_size": vocab_size + 1}}, checkpoint)
+    else:
+        torch.save({"step": 1, "model": {"shared.weight": torch.zeros(3, 3)}, "model_spec": spec}, checkpoint)
+    assert train(sample_tokens, tmp_path, "stage=evaluate", f"init_from={checkpoint}") == 2
+    assert message in one_line_error(capsys)
+
+
+def test_debug_shows_the_traceback_behind_the_one_line(tmp_path, capsys):
+    checkpoint = tmp_path / "text.pt"
+    checkpoint.write_text("not a checkpoint\n")
+    assert main(["--debug", "stage=evaluate", f"init_from={checkpoint}", f"output_dir={tmp_path / 'run'}",
+                 *TINY]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("Traceback (most recent call last):")
+    assert "UnpicklingError: Weights only load failed" in err  # torch's own error, which the one line replaces
+    assert err.splitlines()[-1].startswith(f"train: error: {checkpoint} is not a c4prep checkpoint")
+
+
+def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
+    def bug(cfg):
+        raise KeyError("a bug, not a user error")
+
+    monkeypatch.setattr(stages, "run_stage", bug)
+    with pytest.raises(KeyError, match="a bug, not a user error"):
+        main([f"output_dir={tmp_path}", *TINY])
+
+
+def test_usage_mentions_debug(capsys):
+    assert main(["--help"]) == 0
+    assert "--debug" in capsys.readouterr().out
+
+
+@pytest.fixture
+def tokens(sample_tokens, tmp_path) -> Path:
+    """A private copy of the sample token folder, to damage."""
+    return Path(shutil.copytree(sample_tokens, tmp_path / "tokens"))
+
+
+def _first_train_shard(tokens: Path) -> tuple[Manifest, int, Path]:
+    manifest = read_manifest(str(tokens))
+    k = next(k for k, shard in enumerate(manifest.shards) if shard.split == "train" and shard.num_rows)
+    return manifest, k, Path(manifest.shard_uri(str(tokens), manifest.shards[k]))
+
+
+def test_a_shard_with_changed_bytes_is_refused(tokens, tmp_path, capsys):
+    _, _, shard = _first_train_shard(tokens)
+    data = bytearray(shard.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 4] = bytes(255 - b for b in data[middle:middle + 4])
+    shard.write_bytes(bytes(data))
+    assert train(tokens, tmp_path) == 2
+    err = one_line_error(capsys)
+    assert str(shard) in err and "SHA-256" in err and "c4prep tokenize" in err
+
+
+def test_a_manifest_with_a_zeroed_sha256_is_refused(tokens, tmp_path, capsys):
+    manifest_path = tokens / "manifest.json"
+    doc = json.loads(manifest_path.read_text())
+    first = next(s for s in doc["shards"] if s["split"] == "train" and s["num_rows"])
+    first["sha256"] = "0" * 64
+    manifest_path.write_text(json.dumps(doc))
+    assert train(tokens, tmp_path) == 2
+    err = one_line_error(capsys)
+    assert first["name"] in err and "SHA-256" in err
+
+
+def test_token_ids_outside_the_vocabulary_are_refused_before_training(tokens, tmp_path, capsys):
+    manifest, k, shard = _first_train_shard(tokens)
+    table = read_shard(str(shard))
+    ids = table.column("ids").combine_chunks()
+    values = np.full(len(ids.flatten()), 65535, np.uint16)
+    table = table.set_column(0, table.schema.field("ids"), pa.ListArray.from_arrays(ids.offsets, values))
+    rewritten = write_shard(str(shard), table.schema, table.to_batches())  # re-hashed: only the id check can tell
+    manifest.shards[k] = dataclasses.replace(manifest.shards[k], num_bytes=rewritten.num_bytes,
+                                             sha256=rewritten.sha256)
+    write_manifest(str(tokens), manifest)
+    assert train(tokens, tmp_path) == 2
+    err = one_line_error(capsys)
+    vocab_size = int(table.schema.metadata[b"vocab_size"])
+    assert str(shard) in err and f"token id 65535, outside its vocabulary of {vocab_size} ids" in err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()  # refused before the first step
