@@ -1,11 +1,13 @@
 """Shared Beam plumbing for every stage that runs a Beam job: options, counters, shard stats from staging."""
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterable
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -20,6 +22,7 @@ from apache_beam.options.pipeline_options import (
 from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from apache_beam.runners.portability.portable_runner import PortableRunner
+from apache_beam.runners.runner import PipelineRunner
 from apache_beam.transforms.environments import Environment
 
 from c4prep.manifest import Counters
@@ -27,12 +30,35 @@ from c4prep.shards import ShardInfo, atomic_output, join_uri
 
 REMOTE_RUNNERS = ("DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
-RUNNER_ALIASES = {"DaskRunner": DASK_RUNNER}  # Beam knows its DaskRunner only by the full class path
+OFFLINE_DIRECT_RUNNER = "c4prep.beam_runs.OfflineDirectRunner"
+RUNNER_ALIASES = {
+    "DaskRunner": DASK_RUNNER,  # Beam knows its DaskRunner only by the full class path
+    "DirectRunner": OFFLINE_DIRECT_RUNNER,  # never Beam's Prism download
+}
 INFO_SUFFIX = ".info.json"
 
 
 class RunnerSetupError(ValueError):
     """The runner cannot run this job as set up (the message says what to pass or install)."""
+
+
+class OfflineDirectRunner(PipelineRunner):
+    """Beam's DirectRunner for batch jobs, minus its first attempt to run on Prism.
+
+    Beam 2.77's DirectRunner first tries its Prism runner, which downloads a Go binary from the network and runs
+    it, and falls back to the FnApiRunner when that fails. c4prep never reaches the network at run time, so it runs
+    the FnApiRunner (in memory or ``--direct_running_mode=multi_processing``) directly, set up as the DirectRunner
+    sets it up.
+    """
+
+    def run_pipeline(self, pipeline, options):
+        from apache_beam.portability.api import beam_provision_api_pb2
+        from apache_beam.runners.portability.fn_api_runner import fn_runner
+        from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+        encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+        provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+        return fn_runner.FnApiRunner(provision_info=provision).run_pipeline(pipeline, options)
 
 
 def is_dask_runner(runner: str) -> bool:
@@ -52,6 +78,64 @@ def pipeline_options(runner: str, beam_args: list[str]) -> PipelineOptions:
         setup.setup_file = str(setup_file)
     options.view_as(StandardOptions).runner = runner
     return options
+
+
+def beam_option_parser() -> argparse.ArgumentParser:
+    """A parser of every option Beam defines (its own and its runners'), built the way Beam builds it."""
+    try:  # the DaskRunner defines its options in its own module
+        import apache_beam.runners.dask.dask_runner  # noqa: F401
+    except ImportError:
+        pass
+    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
+    for options_class in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
+        options_class._add_argparse_args(parser)  # Beam's extension point for option classes
+    return parser
+
+
+def split_beam_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(arguments Beam does not know, every option string Beam knows)."""
+    parser = beam_option_parser()
+    _, unknown = parser.parse_known_args(list(args))
+    return unknown, [option for action in parser._actions for option in action.option_strings]
+
+
+class JobInputError(RuntimeError):
+    """A job stopped by a problem with its input or output (a damaged shard, a folder it cannot write), reported by
+    a worker; the message is that problem's one line."""
+
+
+# Errors a worker raises for a problem with the data or the storage rather than a bug, as Beam relays them: the
+# in-memory runner re-raises the exception itself, the multi-process and remote runners pass its traceback as text.
+_WORKER_USER_ERROR_NAMES = ("ManifestError", "TokenizeError", "OutputFolderError", "PermissionError",
+                            "FileNotFoundError", "IsADirectoryError", "NotADirectoryError", "OSError")
+_WORKER_USER_ERROR_LINE = re.compile(
+    rf"^(?:c4prep\.[\w.]+\.)?(?:{'|'.join(_WORKER_USER_ERROR_NAMES)}): (.+)$", re.MULTILINE)
+_BEAM_STEP_SUFFIX = re.compile(r"( \[while running '[^']*'\])+$")
+
+
+def job_input_error(error: BaseException) -> JobInputError | None:
+    """The one-line :class:`JobInputError` inside a failed job's exception, or None for a real bug."""
+    if type(error).__name__ in _WORKER_USER_ERROR_NAMES:
+        message = str(error)
+    else:
+        found = _WORKER_USER_ERROR_LINE.findall(str(error))
+        if not found:
+            return None
+        message = found[-1]
+    return JobInputError(_BEAM_STEP_SUFFIX.sub("", message.strip()))
+
+
+def run_to_completion(pipeline: beam.Pipeline, options: PipelineOptions) -> Counters:
+    """Run the job, wait for it to finish and return its counters, on any runner (DaskRunner included).
+
+    A job that a worker stopped because of its input or output raises :class:`JobInputError`."""
+    try:
+        return _run_and_collect(pipeline, options)
+    except Exception as error:
+        found = job_input_error(error)
+        if found is None:
+            raise
+        raise found from error
 
 
 def new_pipeline(options: PipelineOptions) -> beam.Pipeline:
@@ -92,8 +176,7 @@ def dry_run(pipeline: beam.Pipeline, options: PipelineOptions) -> beam_runner_ap
     return pipeline.to_runner_api()
 
 
-def run_to_completion(pipeline: beam.Pipeline, options: PipelineOptions) -> Counters:
-    """Run the job, wait for it to finish and return its counters, on any runner (DaskRunner included)."""
+def _run_and_collect(pipeline: beam.Pipeline, options: PipelineOptions) -> Counters:
     if is_dask_runner(options.view_as(StandardOptions).runner):
         from c4prep.dask_runs import run_on_dask
 

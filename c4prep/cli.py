@@ -8,8 +8,12 @@ from c4prep.tokenization.cli import tokenize, vocab
 
 @click.group()
 @click.version_option(__version__, prog_name="c4prep")
-def main() -> None:
-    """c4prep: turn raw web crawl into a C4-style pretraining corpus."""
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of its one line.")
+def main(debug: bool) -> None:
+    """c4prep: turn raw web crawl into a C4-style pretraining corpus.
+
+    A mistake in the command or its input is reported in one line with exit status 2.
+    """
 
 
 main.add_command(run)

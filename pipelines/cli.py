@@ -1,11 +1,18 @@
 """`c4prep run`: the C4 corpus job."""
 from __future__ import annotations
 
-import logging
 import time
 from typing import TYPE_CHECKING
 
 import click
+
+from c4prep.user_errors import (
+    UserError,
+    option_names,
+    quiet_engine_logs,
+    refuse_unknown_options,
+    reported_as_user_errors,
+)
 
 if TYPE_CHECKING:
     from .run_c4 import RunConfig
@@ -18,13 +25,13 @@ def _parse_num_shards(value: str) -> int | None:
         return None
     if value.isdigit() and int(value) > 0:
         return int(value)
-    raise click.BadParameter(f"{value!r} is neither 'auto' nor a positive integer", param_hint="--num-shards")
+    raise UserError(f"--num-shards {value!r} is neither 'auto' nor a positive integer")
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--input", "inputs", multiple=True, metavar="PATTERN",
-              help="Input file or glob (.warc.wet[.gz], .wet[.gz], .jsonl[.gz], .json[.gz], .txt[.gz]); repeatable. "
-                   "Default: the bundled Common Crawl sample.")
+              help="Input file, glob or folder (every file below it) (.warc.wet[.gz], .wet[.gz], .jsonl[.gz], "
+                   ".json[.gz], .txt[.gz]); repeatable. Default: the bundled Common Crawl sample.")
 @click.option("--input-list", metavar="FILE", help="A file (optionally .gz) listing one input path per line, "
               "like Common Crawl's wet.paths.gz.")
 @click.option("--input-prefix", default="", metavar="PREFIX",
@@ -42,9 +49,11 @@ def _parse_num_shards(value: str) -> int | None:
               help="Override the variant's MinHash near-duplicate removal (an extra stage beyond C4).")
 @click.option("--webtext-urls", multiple=True, metavar="FILE",
               help="URL list file (one URL per line) for the webtextlike variant; repeatable.")
+@click.option("--allow-empty", is_flag=True,
+              help="Publish an empty corpus (by default a run that keeps no page refuses and leaves the output).")
 @click.pass_context
 def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, num_shards, variant, dedup,
-        near_dedup, webtext_urls) -> None:
+        near_dedup, webtext_urls, allow_empty) -> None:
     """Build a C4 corpus (default: `en`): WET in, cleaned sharded Arrow out.
 
     Any other option (e.g. --project, --region, --temp_location, --direct_num_workers) is passed to Beam.
@@ -53,38 +62,35 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     """
     from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions
 
-    from c4prep.beam_runs import RunnerSetupError, is_dry_run
+    from c4prep.beam_runs import JobInputError, RunnerSetupError, is_dry_run, split_beam_args
     from c4prep.manifest import ManifestError
 
-    from .funnel import format_funnel
+    from .funnel import format_funnel, format_input_problems
     from .run_c4 import DataLossError, InputError, RunConfig, bundled_sample, run_c4
     from .variants import VariantError, load_variant
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    quiet_engine_logs()
+    unknown, beam_options_known = split_beam_args(ctx.args)
+    refuse_unknown_options("c4prep run", unknown, option_names(ctx.command) + beam_options_known)
     if not inputs and not input_list:
         inputs = (bundled_sample(),)
         click.echo(f"No --input given: using the bundled sample {inputs[0]}")
     overrides = {"dedup": dedup, "near_dedup": near_dedup, "webtext_urls": list(webtext_urls) or None}
     overrides = {key: value for key, value in overrides.items() if value is not None}
-    try:
+    with reported_as_user_errors(VariantError):
         corpus_variant = load_variant(variant, overrides)
-    except VariantError as error:
-        raise click.ClickException(str(error)) from None
     config = RunConfig(output=output, inputs=list(inputs), path_list=input_list, path_prefix=input_prefix,
-                       num_shards=_parse_num_shards(num_shards), runner=runner, variant=corpus_variant)
+                       num_shards=_parse_num_shards(num_shards), runner=runner, variant=corpus_variant,
+                       allow_empty=allow_empty)
     beam_options = PipelineOptions(ctx.args)
     if is_dry_run(beam_options):
-        try:
+        with reported_as_user_errors(RunnerSetupError):
             _dry_run(config, ctx.args, beam_options.view_as(DebugOptions).dataflow_job_file)
-        except RunnerSetupError as error:
-            raise click.ClickException(str(error)) from None
         return
     click.echo(f"Running the C4 {corpus_variant.name} pipeline on {runner} -> {output}")
     started = time.monotonic()
-    try:
+    with reported_as_user_errors(InputError, ManifestError, RunnerSetupError, DataLossError, JobInputError):
         result = run_c4(config, ctx.args)
-    except (InputError, ManifestError, RunnerSetupError, DataLossError) as error:
-        raise click.ClickException(str(error)) from None
     elapsed = time.monotonic() - started
     click.echo("\n" + format_funnel(result.funnel))
     manifest = result.manifest
@@ -93,6 +99,9 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
         click.echo(f"  {split}: {stats.num_rows:,} documents, {stats.num_bytes:,} bytes, {stats.num_shards} shards")
     click.echo(f"Manifest: {output.rstrip('/')}/manifest.json")
     click.echo(f"Done in {elapsed:.1f} s ({result.funnel.pages_in / max(elapsed, 1e-9):,.0f} raw pages/s).")
+    problems = format_input_problems(result.funnel)
+    if problems:
+        click.echo(f"Warning: {problems}", err=True)
 
 
 def _dry_run(config: RunConfig, beam_args: list[str], job_file: str | None) -> None:

@@ -142,3 +142,12 @@ def format_funnel(funnel: Funnel) -> str:
     status = "reconciled" if funnel.reconciled else "NOT RECONCILED: counters do not add up"
     losses = "".join(f"\n  missing: {loss}" for loss in funnel.losses)
     return f"{text}\npages in = pages out + dropped: {status}{losses}"
+
+
+def format_input_problems(funnel: Funnel) -> str:
+    """One line on the input a run skipped as damaged or unreadable, by kind; "" when there was none."""
+    if not funnel.input_problems:
+        return ""
+    kinds = ", ".join(f"{count:,} {kind}" for kind, count in funnel.input_problems.items())
+    return (f"skipped bad input in {funnel.input_files:,} input files ({kinds}); each is logged above and counted "
+            "under 'read-input' in the manifest")

@@ -1,7 +1,8 @@
 """Driver of the C4 pipeline: check the inputs, build and run the Beam job, commit shards and manifest."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import os
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 
 import apache_beam as beam
@@ -40,6 +41,10 @@ class InputError(ValueError):
     """The user's input selection cannot be read (message says what and how to fix it)."""
 
 
+class EmptyRunError(InputError):
+    """A run kept no page: it refuses to publish an empty corpus unless `allow_empty` (message says why)."""
+
+
 class DataLossError(RuntimeError):
     """Pages or dedup records went missing between two pipeline steps (`Funnel.losses`); nothing was written."""
 
@@ -55,6 +60,7 @@ class RunConfig:
     num_shards: int | None = None  # None: TFDS rule on each split's size
     runner: str = "DirectRunner"
     variant: CorpusVariant = field(default_factory=lambda: load_variant("en"))
+    allow_empty: bool = False  # publish even when no page is kept (otherwise refused: the output stays as it was)
 
 
 @dataclass
@@ -69,6 +75,13 @@ def bundled_sample() -> str:
     return str(sample)
 
 
+def expand_folders(patterns: list[str]) -> list[str]:
+    """Input patterns with each folder (a local folder, or any pattern ending in '/') standing for every file below
+    it, recursively."""
+    return [join_uri(pattern, "**") if pattern.endswith("/") or os.path.isdir(pattern) else pattern
+            for pattern in patterns]
+
+
 def check_inputs(config: RunConfig) -> None:
     """Fail fast, with one clear line, when an input pattern or the path list matches nothing."""
     selections = [config.path_list] if config.path_list else config.inputs
@@ -76,7 +89,31 @@ def check_inputs(config: RunConfig) -> None:
         raise InputError("no input given: pass --input PATTERN (repeatable) or --input-list FILE")
     for pattern in selections:
         if not FileSystems.match([pattern])[0].metadata_list:
-            raise InputError(f"input not found: {pattern!r} matches no file; check the path or glob")
+            raise InputError(f"input not found: {pattern!r} matches no file; check the path or glob (a folder "
+                             "of a remote filesystem ends in '/')")
+
+
+def check_publishable(funnel: Funnel, config: RunConfig) -> None:
+    """A :class:`DataLossError` when pages went missing between steps; an :class:`EmptyRunError` when the run kept
+    no page and `allow_empty` was not given."""
+    if funnel.losses:
+        raise DataLossError(
+            f"data went missing between pipeline steps on the {config.runner} runner ({'; '.join(funnel.losses)}), "
+            f"so nothing was written to {config.output}. This is a runner fault, not an input problem: run again, "
+            "and with the DirectRunner use fewer --direct_num_workers (its multi_processing mode lost a whole "
+            "worker's share of a stage at 20 workers in c4prep's tests).")
+    if funnel.pages_out or config.allow_empty:
+        return
+    problems = ", ".join(f"{count:,} {kind}" for kind, count in funnel.input_problems.items()) or "none"
+    if funnel.pages_in == 0:
+        why = (f"read no valid record from {funnel.input_files:,} input files (bad input: {problems}; the log above "
+               "names each)")
+    else:
+        drops = {f"{stage.namespace} {name}": count for stage in funnel.stages for name, count in stage.dropped.items()}
+        top = ", ".join(f"{name} {count:,}" for name, count in sorted(drops.items(), key=lambda item: -item[1])[:3])
+        why = f"kept none of the {funnel.pages_in:,} pages it read (dropped most: {top})"
+    raise EmptyRunError(f"the run {why}, so it did not publish an empty corpus: {config.output} is unchanged. "
+                        "Check --input, or pass --allow-empty to publish an empty corpus")
 
 
 def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str):
@@ -144,6 +181,7 @@ def dry_run_c4(config: RunConfig, beam_args: list[str] | None = None) -> beam_ru
 def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     """Run the pipeline to completion and atomically replace `config.output` with its shards and manifest."""
     check_runner(config)
+    config = replace(config, inputs=expand_folders(config.inputs))
     check_inputs(config)
     check_output_folder(config.output)
     options = pipeline_options(config.runner, list(beam_args or []))
@@ -153,13 +191,11 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     build_c4_pipeline(pipeline, config, staging_dir)
     counters = run_to_completion(pipeline, options)
     funnel = build_funnel(counters)
-    if funnel.losses:
+    try:
+        check_publishable(funnel, config)
+    except (DataLossError, EmptyRunError):
         repair_output(config.output)
-        raise DataLossError(
-            f"data went missing between pipeline steps on the {config.runner} runner ({'; '.join(funnel.losses)}), "
-            f"so nothing was written to {config.output}. This is a runner fault, not an input problem: run again, "
-            "and with the DirectRunner use fewer --direct_num_workers (its multi_processing mode lost a whole "
-            "worker's share of a stage at 20 workers in c4prep's tests).")
+        raise
     infos = complete_empty_shards(staging_dir, read_shard_infos(staging_dir), config.num_shards)
     manifest = build_manifest(
         DOCUMENT_SCHEMA,

@@ -125,7 +125,7 @@ def test_dataflow_rejects_invalid_options_in_one_line(no_network):
                         reason="DataflowRunner needs the Google Cloud libraries: pip install 'c4prep[gcp]'")
     outcome = _dry_run(["--runner=DataflowRunner", "--project=p", "--region=us-central1",
                         "--temp_location=gs://my-bucket/tmp"])
-    assert outcome.exit_code == 1
+    assert outcome.exit_code == 2
     assert outcome.output.strip().splitlines()[-1] == (
         "Error: Pipeline has validations errors: Invalid Project ID (p). Please make sure you specified the Project "
         "ID, not project description.")

@@ -212,10 +212,11 @@ def test_cli_runs_and_reports(tmp_path, webdata):
 
 def test_cli_missing_input_is_one_clear_line(tmp_path):
     outcome = CliRunner().invoke(main, ["run", "--input", str(tmp_path / "nope*.wet.gz"), "--output", str(tmp_path)])
-    assert outcome.exit_code != 0
+    assert outcome.exit_code == 2
     assert "Traceback" not in outcome.output
     assert outcome.output.strip().splitlines()[-1] == (
-        f"Error: input not found: '{tmp_path / 'nope*.wet.gz'}' matches no file; check the path or glob")
+        f"Error: input not found: '{tmp_path / 'nope*.wet.gz'}' matches no file; check the path or glob (a folder "
+        "of a remote filesystem ends in '/')")
 
 
 def test_cli_rejects_bad_shard_count(tmp_path):

@@ -120,7 +120,7 @@ def test_cli_errors(sample_documents, sample_vocab, tmp_path, case, message):
     else:
         args["--output"] = str(sample_documents)
     result = CliRunner().invoke(main, ["tokenize", *[part for pair in args.items() for part in pair]])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
 

@@ -228,7 +228,7 @@ def test_cli_vocab_fails_before_sampling_on_a_ratio_larger_than_the_sample_or_a_
     assert "--input-sentence-size 5 cannot hold the --language-ratio 10:1: give at least 11" in result.output
     (tmp_path / "afile").write_text("x")
     result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(tmp_path / "afile")])
-    assert result.exit_code == 1 and "is a file; give a folder" in result.output and "Traceback" not in result.output
+    assert result.exit_code == 2 and "is a file; give a folder" in result.output and "Traceback" not in result.output
 
 
 def test_cli_vocab_names_a_listed_shard_that_is_missing(sample_documents, tmp_path):
@@ -238,7 +238,7 @@ def test_cli_vocab_names_a_listed_shard_that_is_missing(sample_documents, tmp_pa
     missing = manifest.shards[0].name
     Path(manifest.shard_uri(str(broken), manifest.shards[0])).unlink()
     result = CliRunner().invoke(main, ["vocab", "--input", str(broken), "--output", str(tmp_path / "v")])
-    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.exit_code == 2 and "Traceback" not in result.output
     assert f"{missing}, listed in its folder's manifest, cannot be read" in result.output
 
 
@@ -253,7 +253,7 @@ def test_cli_vocab_too_large_suggests_a_size(sample_documents, tmp_path):
 
 def test_cli_vocab_missing_input(tmp_path):
     result = CliRunner().invoke(main, ["vocab", "--input", str(tmp_path / "nothing"), "--output", str(tmp_path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "no manifest.json in" in result.output and "Traceback" not in result.output
 
 

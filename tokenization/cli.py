@@ -1,10 +1,17 @@
 """`c4prep vocab` (train the SentencePiece vocabulary) and `c4prep tokenize` (document shards -> token shards)."""
 from __future__ import annotations
 
-import logging
 import time
 
 import click
+
+from c4prep.user_errors import (
+    UserError,
+    option_names,
+    quiet_engine_logs,
+    refuse_unknown_options,
+    reported_as_user_errors,
+)
 
 from .train_vocab import MODEL_TYPES
 
@@ -18,8 +25,7 @@ def _parse_ratio(value: str | None) -> list[int] | None:
         return None
     parts = value.split(":")
     if not all(part.isascii() and part.isdigit() and int(part) > 0 for part in parts):
-        raise click.BadParameter(f"{value!r} is not positive integers joined by ':' (e.g. 10:1:1:1)",
-                                 param_hint="--language-ratio")
+        raise UserError(f"--language-ratio {value!r} is not positive integers joined by ':' (e.g. 10:1:1:1)")
     return [int(part) for part in parts]
 
 
@@ -57,10 +63,8 @@ def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, lan
                          language_ratio=_parse_ratio(language_ratio), splits=list(splits),
                          character_coverage=character_coverage, num_threads=num_threads)
     click.echo(f"Training a {model_type} vocabulary of {vocab_size:,} pieces on {', '.join(config.inputs)}")
-    try:
+    with reported_as_user_errors(VocabError, ManifestError):
         result = train_vocabulary(config)
-    except (VocabError, ManifestError) as error:
-        raise click.ClickException(str(error)) from None
     card = result.card
     for source in card["sources"]:
         click.echo(f"  {source['uri']}: {source['documents']:,} documents, {source['sentences_seen']:,} sentences "
@@ -88,21 +92,21 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
 
     Any other option (e.g. --direct_running_mode=multi_processing --direct_num_workers=2) is passed to Beam.
     """
-    from c4prep.beam_runs import RunnerSetupError
+    from c4prep.beam_runs import JobInputError, RunnerSetupError, split_beam_args
     from c4prep.manifest import ManifestError
 
     from .run_tokenize import NAMESPACE, TokenizeConfig, TokenizeError, run_tokenize
     from .train_vocab import VocabError
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    quiet_engine_logs()
+    unknown, beam_options_known = split_beam_args(ctx.args)
+    refuse_unknown_options("c4prep tokenize", unknown, option_names(ctx.command) + beam_options_known)
     config = TokenizeConfig(input=input_, vocab=vocab_, output=output, extra_ids=extra_ids, runner=runner,
                             num_threads=num_threads)
     click.echo(f"Tokenizing {input_} with {vocab_} on {runner} -> {output}")
     started = time.monotonic()
-    try:
+    with reported_as_user_errors(TokenizeError, VocabError, ManifestError, RunnerSetupError, JobInputError):
         result = run_tokenize(config, ctx.args)
-    except (TokenizeError, VocabError, ManifestError, RunnerSetupError) as error:
-        raise click.ClickException(str(error)) from None
     elapsed = time.monotonic() - started
     counters = result.counters.get(NAMESPACE, {})
     total = 0

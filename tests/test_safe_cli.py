@@ -1,0 +1,126 @@
+"""`c4prep` refuses what would lose or replace data, in one line with exit status 2: unknown options, runs that
+keep no page, damaged shards; a folder as --input means its files; --debug shows the traceback."""
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from c4prep.cli import main
+from c4prep.manifest import read_manifest
+
+SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def _one_line_error(result) -> str:
+    """The error line of a refused command; fails unless it exited 2 with no traceback."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    return result.output.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory, webdata) -> Path:
+    """A published corpus that refused runs must leave exactly as it is."""
+    output = tmp_path_factory.mktemp("published") / "en"
+    result = _invoke("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(output), "--num-shards", "2")
+    assert result.exit_code == 0, result.output
+    return output
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("command", ["run", "tokenize"])
+def test_a_typo_in_an_option_is_refused_with_a_suggestion(command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default output folder would be created here
+    line = _one_line_error(_invoke(command, "--outptu", str(tmp_path / "out")))
+    assert line == (f"Error: unknown option --outptu (did you mean --output?): neither `c4prep {command}` nor the "
+                    f"Beam runner knows it, so nothing ran; see `c4prep {command} --help`")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_beam_options_still_pass(webdata, tmp_path):
+    result = _invoke("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(tmp_path / "out"),
+                     "--num-shards", "1", "--direct_num_workers=1", "--experiments", "some_experiment")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_positional_argument_is_refused(tmp_path):
+    line = _one_line_error(_invoke("run", "stray", "--output", str(tmp_path / "out")))
+    assert "unexpected argument 'stray'" in line
+
+
+def test_a_run_that_keeps_no_page_leaves_the_published_corpus(published, tmp_path):
+    before = _snapshot(published)
+    empty = tmp_path / "inputs"
+    empty.mkdir()
+    (empty / "nothing.warc.wet.gz").write_bytes(b"")
+    (empty / "notes.md").write_text("not an input")
+    line = _one_line_error(_invoke("run", "--input", str(empty), "--output", str(published), "--num-shards", "2"))
+    assert line.startswith("Error: the run read no valid record from 2 input files (bad input: 1 empty_file, "
+                           "1 unknown_format;")
+    assert f"{published} is unchanged" in line and "--allow-empty" in line
+    assert _snapshot(published) == before
+
+
+def test_allow_empty_publishes_an_empty_corpus(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    result = _invoke("run", "--input", str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "out"),
+                     "--allow-empty")
+    assert result.exit_code == 0, result.output
+    assert sum(split.num_rows for split in read_manifest(str(tmp_path / "out")).splits.values()) == 0
+
+
+def test_a_folder_as_input_means_every_file_below_it(webdata, tmp_path):
+    inputs = tmp_path / "crawl" / "part"
+    inputs.mkdir(parents=True)
+    shutil.copy(webdata / SAMPLE_NAME, inputs / SAMPLE_NAME)
+    (inputs / "README").write_text("a file of no input format")
+    result = _invoke("run", "--input", str(tmp_path / "crawl"), "--output", str(tmp_path / "out"),
+                     "--num-shards", "1")
+    assert result.exit_code == 0, result.output
+    counters = read_manifest(str(tmp_path / "out")).counters["read-input"]
+    assert counters == {"files": 2, "records": 335, "problem:unknown_format": 1}
+    assert result.output.strip().splitlines()[-1] == (
+        "Warning: skipped bad input in 2 input files (1 unknown_format); each is logged above and counted under "
+        "'read-input' in the manifest")
+
+
+def _damaged_copy(folder: Path, tmp_path: Path) -> tuple[Path, str]:
+    """A copy of a shard folder with 4 bytes of its first shard's text changed (same size, still valid Arrow)."""
+    copy = tmp_path / "damaged"
+    shutil.copytree(folder, copy)
+    manifest = read_manifest(str(copy))
+    shard = next(shard for shard in manifest.shards if shard.num_rows)
+    path = Path(manifest.shard_uri(str(copy), shard))
+    data = bytearray(path.read_bytes())
+    position = data.index(b" the ")
+    data[position:position + 4] = b" THE"
+    path.write_bytes(bytes(data))
+    return copy, str(path)
+
+
+def test_vocab_and_tokenize_refuse_a_damaged_document_shard(sample_documents, sample_vocab, tmp_path):
+    damaged, path = _damaged_copy(sample_documents, tmp_path)
+    expected = f"Error: {path} does not match its recorded SHA-256 (same size, other bytes)"
+    line = _one_line_error(_invoke("vocab", "--input", str(damaged), "--output", str(tmp_path / "vocab"),
+                                   "--vocab-size", "600"))
+    assert line.startswith(expected)
+    line = _one_line_error(_invoke("tokenize", "--input", str(damaged), "--vocab", str(sample_vocab),
+                                   "--output", str(tmp_path / "tokens")))
+    assert line.startswith(expected) and "while running" not in line
+    assert not (tmp_path / "tokens" / "manifest.json").exists()
+
+
+def test_debug_shows_the_traceback(sample_documents, sample_vocab, tmp_path):
+    damaged, _ = _damaged_copy(sample_documents, tmp_path)
+    result = _invoke("--debug", "vocab", "--input", str(damaged), "--output", str(tmp_path / "vocab"),
+                     "--vocab-size", "600")
+    assert result.exit_code != 0 and type(result.exception).__name__ == "ManifestError"
