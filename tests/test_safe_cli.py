@@ -124,3 +124,15 @@ def test_debug_shows_the_traceback(sample_documents, sample_vocab, tmp_path):
     result = _invoke("--debug", "vocab", "--input", str(damaged), "--output", str(tmp_path / "vocab"),
                      "--vocab-size", "600")
     assert result.exit_code != 0 and type(result.exception).__name__ == "ManifestError"
+
+
+def test_an_output_that_becomes_unwritable_is_one_line(webdata, tmp_path, monkeypatch):
+    """A worker that cannot write its shard (the folder turned read-only mid-run) stops the job with one line."""
+    def refuse(uri, schema, batches):
+        raise PermissionError(13, "Permission denied", uri)
+
+    monkeypatch.setattr("c4prep.pipelines.beam_c4.write_shard", refuse)
+    line = _one_line_error(_invoke("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(tmp_path / "out"),
+                                   "--num-shards", "1"))
+    assert line.startswith("Error: [Errno 13] Permission denied: ") and "train-00000-of-00001.arrow" in line
+    assert not (tmp_path / "out" / "manifest.json").exists()
