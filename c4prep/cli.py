@@ -4,9 +4,10 @@ import click
 from c4prep import __version__
 from c4prep.pipelines.cli import run
 from c4prep.tokenization.cli import tokenize, vocab
+from c4prep.user_errors import OneLineErrorsGroup
 
 
-@click.group()
+@click.group(cls=OneLineErrorsGroup)
 @click.version_option(__version__, prog_name="c4prep")
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of its one line.")
 def main(debug: bool) -> None:

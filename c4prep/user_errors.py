@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -21,6 +22,31 @@ class UserError(click.ClickException):
 
     def __init__(self, message: object) -> None:
         super().__init__(" ".join(str(message).split()))
+
+
+class OneLineErrorsGroup(click.Group):
+    """A click group whose usage errors (an unknown option, a bad value) are one line with exit 2, as every other
+    user error, instead of click's usage block."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            exit_code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as error:  # bare `c4prep`: its help, as click gives it
+            click.echo(error.format_message(), err=True)
+            sys.exit(error.exit_code)
+        except click.UsageError as error:
+            where = error.ctx.command_path if error.ctx is not None else self.name
+            click.echo(f"Error: {error.format_message()} (see `{where} --help`)", err=True)
+            sys.exit(error.exit_code)
+        except click.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(exit_code if isinstance(exit_code, int) else 0)
 
 
 def debug_requested() -> bool:

@@ -136,3 +136,17 @@ def test_an_output_that_becomes_unwritable_is_one_line(webdata, tmp_path, monkey
                                    "--num-shards", "1"))
     assert line.startswith("Error: [Errno 13] Permission denied: ") and "train-00000-of-00001.arrow" in line
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["vocab", "--bogus"], "Error: No such option '--bogus'. (see `c4prep vocab --help`)"),
+    (["vocab", "--vocab-size", "many"],
+     "Error: Invalid value for '--vocab-size': 'many' is not a valid integer. (see `c4prep vocab --help`)"),
+    (["tokenise"], "Error: No such command 'tokenise'. Did you mean 'tokenize'? (see `c4prep --help`)"),
+])
+def test_click_usage_errors_are_one_line(args, expected):
+    """Click's own usage errors too: one line on stderr and exit 2, no usage block (run as a user runs it)."""
+    import subprocess
+    import sys
+    done = subprocess.run([str(Path(sys.executable).parent / "c4prep"), *args], capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", expected + "\n")
