@@ -264,7 +264,7 @@ def commit_output(output_uri: str, staging_uri: str, manifest: Manifest) -> Mani
         fs.move(f"{stage_path}/{shard.name}", f"{out_path}/{data_dir}/{shard.name}")
     published = replace(manifest, data_dir=data_dir)
     write_manifest(output_uri, published)  # the commit point
-    repair_output(output_uri)
+    _remove_leftovers(output_uri, data_dir)
     return published
 
 
@@ -276,14 +276,21 @@ def repair_output(output_uri: str) -> list[str]:
     folder: nothing that may be data is deleted on a guess. Call it before a run stages its own shards.
     """
     fs, out_path = resolve_uri(output_uri)
-    entries = fs.get_file_info(pafs.FileSelector(out_path, allow_not_found=True))
-    has_manifest = any(info.base_name == MANIFEST_NAME for info in entries)
+    if fs.get_file_info(f"{out_path}/{MANIFEST_NAME}").type != pafs.FileType.File:
+        return _remove_leftovers(output_uri, None)
     try:
-        current = read_manifest(output_uri).data_dir if has_manifest else None
+        current = read_manifest(output_uri).data_dir
     except ManifestError:
         current = _UNREADABLE
+    return _remove_leftovers(output_uri, current)
+
+
+def _remove_leftovers(output_uri: str, current: str | object | None) -> list[str]:
+    """:func:`repair_output` for a known state: ``current`` is the data folder the manifest names ("" for format
+    1), None without a manifest, or ``_UNREADABLE``."""
+    fs, out_path = resolve_uri(output_uri)
     removed = []
-    for info in entries:
+    for info in fs.get_file_info(pafs.FileSelector(out_path, allow_not_found=True)):
         name = info.base_name
         if info.type == pafs.FileType.Directory:
             stale_data = _DATA_DIR_RE.fullmatch(name) and current is not _UNREADABLE and name != current

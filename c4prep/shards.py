@@ -203,12 +203,17 @@ def check_bytes(uri: str, data: pa.Buffer, num_bytes: int, sha256: str) -> None:
         raise ShardIntegrityError(f"{uri} does not match its recorded SHA-256 (same size, other bytes)")
 
 
-def read_verified_shard(uri: str, num_bytes: int, sha256: str) -> pa.Table:
-    """Read a whole shard after checking its bytes against the recorded size and SHA-256, in the one read that
-    parsing needs anyway (the hash runs over the same memory map or buffer the table is read from)."""
+def open_verified_shard(uri: str, num_bytes: int, sha256: str) -> pa.ipc.RecordBatchFileReader:
+    """Open a shard after checking its bytes against the recorded size and SHA-256, in the one read that parsing
+    needs anyway (the hash runs over the same memory map or buffer the batches are read from)."""
     data = shard_bytes(uri)
     check_bytes(uri, data, num_bytes, sha256)
-    return pa.ipc.open_file(data).read_all()
+    return pa.ipc.open_file(data)
+
+
+def read_verified_shard(uri: str, num_bytes: int, sha256: str) -> pa.Table:
+    """Read a whole shard whose bytes are checked as :func:`open_verified_shard` checks them."""
+    return open_verified_shard(uri, num_bytes, sha256).read_all()
 
 
 def batched(rows: Iterable[dict[str, Any]], schema: pa.Schema,

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from c4prep.manifest import ManifestError, ShardEntry, read_manifest
-from c4prep.shards import ShardIntegrityError, check_bytes, resolve_uri, shard_bytes
+from c4prep.shards import ShardIntegrityError, open_verified_shard, resolve_uri
 
 from ..objectives.packing import first_fit_groups
 
@@ -104,10 +104,8 @@ def _document_lengths(path: str, entry: ShardEntry) -> np.ndarray:
     against the manifest's size and SHA-256, its ids against the vocabulary size its schema records (if any)."""
     if not os.path.isfile(path):
         raise TokenDataError(f"shard {path} listed in the manifest is missing: re-run `c4prep tokenize`")
-    data = shard_bytes(path)  # one memory map: hashed here, then parsed
     try:
-        check_bytes(path, data, entry.num_bytes, entry.sha256)
-        reader = pa.ipc.open_file(data)
+        reader = open_verified_shard(path, entry.num_bytes, entry.sha256)
     except ShardIntegrityError as error:
         raise TokenDataError(f"{error}: the shard changed after tokenizing; re-run `c4prep tokenize`") from None
     except pa.ArrowInvalid as error:
