@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import click
@@ -74,21 +74,21 @@ def quiet_engine_logs() -> None:
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
 
 
-def option_names(command: click.Command) -> list[str]:
-    """Every option string of a click command (``--output``, ``--no-near-dedup``, ...)."""
-    return [name for param in command.params for name in (*param.opts, *param.secondary_opts)]
+def refuse_unknown_options(ctx: click.Context, command: str) -> None:
+    """A :class:`UserError` naming the first extra argument of ``command`` that Beam does not know either (with the
+    closest option of the command or of Beam), if any: what the command passes on to Beam must be Beam's."""
+    from c4prep.beam_runs import split_beam_args
 
-
-def refuse_unknown_options(command: str, unknown: Sequence[str], known: Sequence[str]) -> None:
-    """A :class:`UserError` naming the first unknown option (with the closest known one), if any."""
+    unknown, beam_options = split_beam_args(ctx.args)
     if not unknown:
         return
+    own_options = [name for param in ctx.command.params for name in (*param.opts, *param.secondary_opts)]
     first = unknown[0]
     if not first.startswith("-"):
         raise UserError(f"unexpected argument {first!r}: `{command}` takes no positional arguments; "
                         f"see `{command} --help`")
     name = first.split("=", 1)[0]
-    close = difflib.get_close_matches(name, known, n=1)
+    close = difflib.get_close_matches(name, own_options + beam_options, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     raise UserError(f"unknown option {name}{hint}: neither `{command}` nor the Beam runner knows it, so nothing "
                     f"ran; see `{command} --help`")

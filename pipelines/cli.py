@@ -8,7 +8,6 @@ import click
 
 from c4prep.user_errors import (
     UserError,
-    option_names,
     quiet_engine_logs,
     refuse_unknown_options,
     reported_as_user_errors,
@@ -62,7 +61,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     """
     from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions
 
-    from c4prep.beam_runs import JobInputError, RunnerSetupError, is_dry_run, split_beam_args
+    from c4prep.beam_runs import JobInputError, RunnerSetupError, is_dry_run
     from c4prep.manifest import ManifestError
 
     from .funnel import format_funnel, format_input_problems
@@ -70,8 +69,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     from .variants import VariantError, load_variant
 
     quiet_engine_logs()
-    unknown, beam_options_known = split_beam_args(ctx.args)
-    refuse_unknown_options("c4prep run", unknown, option_names(ctx.command) + beam_options_known)
+    refuse_unknown_options(ctx, "c4prep run")
     if not inputs and not input_list:
         inputs = (bundled_sample(),)
         click.echo(f"No --input given: using the bundled sample {inputs[0]}")

@@ -144,10 +144,14 @@ def format_funnel(funnel: Funnel) -> str:
     return f"{text}\npages in = pages out + dropped: {status}{losses}"
 
 
+def input_problem_counts(funnel: Funnel) -> str:
+    """The input problems by kind, e.g. "2 corrupt_gzip, 1 format_mismatch"; "" when there was none."""
+    return ", ".join(f"{count:,} {kind}" for kind, count in funnel.input_problems.items())
+
+
 def format_input_problems(funnel: Funnel) -> str:
     """One line on the input a run skipped as damaged or unreadable, by kind; "" when there was none."""
     if not funnel.input_problems:
         return ""
-    kinds = ", ".join(f"{count:,} {kind}" for kind, count in funnel.input_problems.items())
-    return (f"skipped bad input in {funnel.input_files:,} input files ({kinds}); each is logged above and counted "
-            "under 'read-input' in the manifest")
+    return (f"skipped bad input in {funnel.input_files:,} input files ({input_problem_counts(funnel)}); each is "
+            "logged above and counted under 'read-input' in the manifest")

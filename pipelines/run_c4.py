@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 
 import apache_beam as beam
@@ -33,7 +33,7 @@ from . import c4_rules
 from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
 from .beam_dedup import dedup_transform
 from .beam_near_dedup import NearDedup
-from .funnel import Funnel, build_funnel
+from .funnel import Funnel, build_funnel, input_problem_counts
 from .variants import BUNDLED, CorpusVariant, load_variant
 
 
@@ -84,7 +84,7 @@ def expand_folders(patterns: list[str]) -> list[str]:
 
 def check_inputs(config: RunConfig) -> None:
     """Fail fast, with one clear line, when an input pattern or the path list matches nothing."""
-    selections = [config.path_list] if config.path_list else config.inputs
+    selections = [config.path_list] if config.path_list else expand_folders(config.inputs)
     if not selections:
         raise InputError("no input given: pass --input PATTERN (repeatable) or --input-list FILE")
     for pattern in selections:
@@ -104,7 +104,7 @@ def check_publishable(funnel: Funnel, config: RunConfig) -> None:
             "worker's share of a stage at 20 workers in c4prep's tests).")
     if funnel.pages_out or config.allow_empty:
         return
-    problems = ", ".join(f"{count:,} {kind}" for kind, count in funnel.input_problems.items()) or "none"
+    problems = input_problem_counts(funnel) or "none"
     if funnel.pages_in == 0:
         why = (f"read no valid record from {funnel.input_files:,} input files (bad input: {problems}; the log above "
                "names each)")
@@ -121,7 +121,7 @@ def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: s
     variant = config.variant
     pages = (
         pipeline
-        | "ReadInput" >> ReadInputFiles(config.inputs, config.path_list, config.path_prefix)
+        | "ReadInput" >> ReadInputFiles(expand_folders(config.inputs), config.path_list, config.path_prefix)
         | "ParseRecord" >> apply_rule(c4_rules.parse_record)
         | "CheckLength" >> apply_rule(c4_rules.check_length)
     )
@@ -181,7 +181,6 @@ def dry_run_c4(config: RunConfig, beam_args: list[str] | None = None) -> beam_ru
 def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     """Run the pipeline to completion and atomically replace `config.output` with its shards and manifest."""
     check_runner(config)
-    config = replace(config, inputs=expand_folders(config.inputs))
     check_inputs(config)
     check_output_folder(config.output)
     options = pipeline_options(config.runner, list(beam_args or []))

@@ -7,7 +7,6 @@ import click
 
 from c4prep.user_errors import (
     UserError,
-    option_names,
     quiet_engine_logs,
     refuse_unknown_options,
     reported_as_user_errors,
@@ -92,15 +91,14 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
 
     Any other option (e.g. --direct_running_mode=multi_processing --direct_num_workers=2) is passed to Beam.
     """
-    from c4prep.beam_runs import JobInputError, RunnerSetupError, split_beam_args
+    from c4prep.beam_runs import JobInputError, RunnerSetupError
     from c4prep.manifest import ManifestError
 
     from .run_tokenize import NAMESPACE, TokenizeConfig, TokenizeError, run_tokenize
     from .train_vocab import VocabError
 
     quiet_engine_logs()
-    unknown, beam_options_known = split_beam_args(ctx.args)
-    refuse_unknown_options("c4prep tokenize", unknown, option_names(ctx.command) + beam_options_known)
+    refuse_unknown_options(ctx, "c4prep tokenize")
     config = TokenizeConfig(input=input_, vocab=vocab_, output=output, extra_ids=extra_ids, runner=runner,
                             num_threads=num_threads)
     click.echo(f"Tokenizing {input_} with {vocab_} on {runner} -> {output}")
