@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 
 from c4prep.training.checkpoint import load_checkpoint
-from c4prep.training.data.birth_places import read_birth_places
-from c4prep.training.data.char_corruption import load_char_corpus
-from c4prep.training.stages.common import model_from_checkpoint
+from c4prep.training.experiments.cs224n_a5.birth_places import read_birth_places
+from c4prep.training.experiments.cs224n_a5.char_corruption import load_char_corpus
+from c4prep.training.stages.model_setup import model_from_checkpoint
 
 A5_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "cs224n_a5"
 PROMPT_END = "born in "

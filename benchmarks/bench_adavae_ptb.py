@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.data.batches import collate_rows
-from c4prep.training.data.sentences import (
+from c4prep.training.data.sentence_files import (
     VOCABULARY_FILE,
     SentenceRows,
     WordVocabulary,
@@ -36,9 +36,9 @@ from c4prep.training.data.sentences import (
 )
 from c4prep.training.metrics import seed_summary
 from c4prep.training.metrics_log import read_metrics
-from c4prep.training.stages.common import model_from_checkpoint
+from c4prep.training.stages.model_setup import model_from_checkpoint
 from c4prep.training.tasks import DecoderTask
-from c4prep.training.vae.objective import cyclic_beta
+from c4prep.training.experiments.adavae.vae_objective import cyclic_beta
 
 PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb"
 QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.device=cpu", "trainer.num_workers=0"]

@@ -44,8 +44,8 @@ def train(*overrides: str) -> tuple[float, dict[str, Any]]:
 
 
 def london_baseline() -> float:
-    from c4prep.training.data.birth_places import london_baseline as london
-    from c4prep.training.data.birth_places import read_birth_places, score_places
+    from c4prep.training.experiments.cs224n_a5.birth_places import london_baseline as london
+    from c4prep.training.experiments.cs224n_a5.birth_places import read_birth_places, score_places
 
     pairs = read_birth_places(A5_DATA / "birth_dev.tsv")
     total, correct = score_places([p for _, p in pairs], london([q for q, _ in pairs]))

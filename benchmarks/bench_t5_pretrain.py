@@ -149,7 +149,7 @@ def sample_counts(tokens: Path, overrides: list[str]) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from c4prep.training.config import load_config
-    from c4prep.training.stages.pretrain import pretrain_data
+    from c4prep.training.stages.data_setup import pretrain_data
 
     cfg = load_config([f"experiment={EXPERIMENT}", f"data.tokens={tokens}", *overrides])
     data = pretrain_data(cfg)

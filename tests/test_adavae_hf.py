@@ -9,12 +9,12 @@ import pytest
 import torch
 from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.cli import main
-from c4prep.training.data.gpt2_tokenizer import TOKENIZER_DIR, GPT2TokenizerVocabulary
-from c4prep.training.data.sentences import SentenceDataError
+from c4prep.training.experiments.adavae.gpt2_tokenizer import TOKENIZER_DIR, GPT2TokenizerVocabulary
+from c4prep.training.data.sentence_files import SentenceDataError
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.models.gpt_hf import gpt_from_hf_directory
-from c4prep.training.stages.adavae import _posterior_means
-from c4prep.training.stages.common import model_from_checkpoint
+from c4prep.training.experiments.adavae.stages import _posterior_means
+from c4prep.training.stages.model_setup import model_from_checkpoint
 from omegaconf import OmegaConf
 
 transformers = pytest.importorskip("transformers")

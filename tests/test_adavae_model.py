@@ -3,9 +3,9 @@ import math
 
 import pytest
 import torch
-from c4prep.training.models.adapters import Adapter, Prefix
-from c4prep.training.models.adavae import AdaVAE, AdaVAEConfig
-from c4prep.training.models.latent import attention_entropy
+from c4prep.training.experiments.adavae.adapters import Adapter, Prefix
+from c4prep.training.experiments.adavae.model import AdaVAE, AdaVAEConfig
+from c4prep.training.experiments.adavae.latent import attention_entropy
 from c4prep.training.models.gpt import GPT, gpt_config
 
 VOCAB = 40

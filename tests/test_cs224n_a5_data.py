@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from c4prep.training.data.birth_places import (
+from c4prep.training.experiments.cs224n_a5.birth_places import (
     BirthPlaceRows,
     BirthPlacesError,
     london_baseline,
@@ -17,7 +17,7 @@ from c4prep.training.data.birth_places import (
     score_places,
     write_predictions,
 )
-from c4prep.training.data.char_corruption import (
+from c4prep.training.experiments.cs224n_a5.char_corruption import (
     MASK_CHAR,
     PAD_CHAR,
     CharCorruptionError,

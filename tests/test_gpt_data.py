@@ -7,8 +7,8 @@ import pytest
 import torch
 from c4prep.training.data.batches import BatchPlan, make_loader
 from c4prep.training.data.token_index import TokenDataError
-from c4prep.training.data.char_corruption import CharCorruptionRows, load_char_corpus
-from c4prep.training.data.char_text import CharTextError, char_text_splits
+from c4prep.training.experiments.cs224n_a5.char_corruption import CharCorruptionRows, load_char_corpus
+from c4prep.training.experiments.shakespeare.char_text import CharTextError, char_text_splits
 from c4prep.training.data.row_batches import (
     RowBatches,
     RowSet,

@@ -6,7 +6,7 @@ import torch
 from c4prep.training.models import build_model
 from c4prep.training.models.gpt import GPT, GPTConfig, gpt_config
 from c4prep.training.models.gpt_attention import CausalSelfAttention, SynthesizerAttention, attention_mask
-from c4prep.training.models.gpt_classifier import GPTClassifier
+from c4prep.training.experiments.gpt1.classifier import GPTClassifier
 from c4prep.training.models.plain_attention import additive_mask, plain_attention
 from c4prep.training.tasks import ClassificationTask, DecoderTask
 

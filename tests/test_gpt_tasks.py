@@ -1,4 +1,4 @@
-"""GPT-1 fine-tuning input transformations and rows (training/data/gpt_tasks.py) and the Yelp reader (yelp.py)."""
+"""GPT-1 fine-tuning input transformations and rows (training/experiments/gpt1/input_transforms.py) and the Yelp reader (yelp.py)."""
 from __future__ import annotations
 
 import pickle
@@ -6,7 +6,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from c4prep.training.data.gpt_tasks import (
+from c4prep.training.experiments.gpt1.input_transforms import (
     FinetuneDataError,
     FinetuneExample,
     FinetuneRows,
@@ -17,7 +17,7 @@ from c4prep.training.data.gpt_tasks import (
     multiple_choice_sequences,
     similarity_sequences,
 )
-from c4prep.training.data.yelp import balanced_sample, read_yelp
+from c4prep.training.experiments.gpt1.yelp import balanced_sample, read_yelp
 
 VOCAB = 100
 SPECIAL = SpecialTokens.after(VOCAB)

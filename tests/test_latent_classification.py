@@ -8,10 +8,10 @@ import torch
 from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.cli import main
 from conftest import TRAIN_QUIET
-from c4prep.training.data.sentences import WordVocabulary, encode_sentences
-from c4prep.training.data.yelp import balanced_sample, read_yelp
-from c4prep.training.stages.common import model_from_checkpoint
-from c4prep.training.stages.latent_classification import (
+from c4prep.training.data.sentence_files import WordVocabulary, encode_sentences
+from c4prep.training.experiments.gpt1.yelp import balanced_sample, read_yelp
+from c4prep.training.stages.model_setup import model_from_checkpoint
+from c4prep.training.experiments.adavae.latent_classification import (
     ClassifySettings,
     adapter_run,
     encoder_batch,

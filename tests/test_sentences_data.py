@@ -1,4 +1,4 @@
-"""PTB sentence data for the AdaVAE stage (training/data/sentences.py) and word-level GPT pretraining on it
+"""PTB sentence data for the AdaVAE stage (training/data/sentence_files.py) and word-level GPT pretraining on it
 (`train stage=pretrain data=ptb`), on the real PTB files."""
 import json
 import math
@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.cli import main
 from c4prep.training.data.batches import collate_rows
-from c4prep.training.data.sentences import (
+from c4prep.training.data.sentence_files import (
     VOCABULARY_FILE,
     SentenceDataError,
     SentenceRows,
@@ -22,9 +22,9 @@ from c4prep.training.data.sentences import (
 )
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.models.gpt import GPT, gpt_config
-from c4prep.training.stages.row_corpora import sentence_row_set
+from c4prep.training.stages.data_setup import sentence_row_set
 from c4prep.training.tasks import DecoderTask
-from c4prep.training.vae.task import sentence_view
+from c4prep.training.experiments.adavae.vae_loss import sentence_view
 
 PAD, BOS, EOS = WordVocabulary.PAD_ID, WordVocabulary.BOS_ID, WordVocabulary.EOS_ID
 QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.num_workers=0", "trainer.log_every=1",

@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, Normal, kl_divergence
 
-from training.vae import estimators
-from training.vae.estimators import (
+from c4prep.training.experiments.adavae import estimators
+from c4prep.training.experiments.adavae.estimators import (
     VAEEvaluationSums,
     active_units,
     adavae_code_log_likelihood,
@@ -23,8 +23,8 @@ from training.vae.estimators import (
     mutual_information,
     perplexity,
 )
-from training.vae.gaussian import kl_per_dimension, log_normal_diag, log_standard_normal, reparameterize
-from training.vae.objective import FREE_BITS_MODES, cyclic_beta, free_bits_kl, vae_loss
+from c4prep.training.experiments.adavae.gaussian import kl_per_dimension, log_normal_diag, log_standard_normal, reparameterize
+from c4prep.training.experiments.adavae.vae_objective import FREE_BITS_MODES, cyclic_beta, free_bits_kl, vae_loss
 
 F64 = torch.float64
 

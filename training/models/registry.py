@@ -5,9 +5,9 @@ from typing import Any
 
 from torch import nn
 
-from .adavae import AdaVAE, AdaVAEConfig
+from ..experiments.adavae.model import AdaVAE, AdaVAEConfig
+from ..experiments.gpt1.classifier import GPTClassifier
 from .gpt import GPT, GPTConfig, gpt_config
-from .gpt_classifier import GPTClassifier
 from .t5 import T5, t5_config
 
 

@@ -15,16 +15,14 @@ from ..data.batches import eval_batches
 from ..data.token_index import TokenDataError
 from ..metrics_log import MetricsLogger
 from ..trainer import evaluate_model
-from .common import model_from_checkpoint, start_run
-from .pretrain import check_rows_fit, pretrain_data
+from .data_setup import pretrain_data
+from .model_setup import check_rows_fit, model_from_checkpoint
+from .run import start_run
 
 
 def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     if not cfg.init_from:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
-    if cfg.data.get("kind") != "tokens":
-        raise TrainConfigError("stage=evaluate scores token shards (data=c4_tokens); fine-tuning runs score their "
-                               "validation files at the end of stage=finetune")
     ctx = start_run(cfg)
     state = load_checkpoint(cfg.init_from)
     data = pretrain_data(cfg, decoder_only=state["model_spec"].get("name") == "gpt")

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from omegaconf import DictConfig
 from torch import nn
@@ -29,16 +28,9 @@ from ..metrics import exact_match
 from ..models.t5 import T5
 from ..tasks import EncDecTask
 from ..trainer import Trainer, evaluate_model
-from .common import (
-    RunContext,
-    model_from_checkpoint,
-    model_from_config,
-    model_from_init,
-    optimization_from_config,
-    restore,
-    start_run,
-)
-from .pretrain import pretrain_data
+from .data_setup import load_vocabulary, pretrain_data
+from .model_setup import model_from_checkpoint, model_from_config, model_from_init
+from .run import RunContext, optimization_from_config, restore, start_run
 
 log = logging.getLogger(__name__)
 UNSUPERVISED = "c4_span_corruption"
@@ -51,14 +43,6 @@ class TaskData:
     train: PairRows
     validation: PairRows | None
     validation_targets: list[str]
-
-
-def load_vocabulary(path: str) -> SentencePieceVocabulary:
-    try:
-        _, model_proto, _ = locate_vocabulary(path)
-        return SentencePieceVocabulary(model_proto)
-    except ValueError as error:  # VocabError, or a file that is not a T5-style SentencePiece model
-        raise TrainConfigError(f"{error} (set data.vocab=<vocabulary folder>)") from None
 
 
 def load_tasks(data: dict[str, Any], vocab: SentencePieceVocabulary) -> dict[str, TaskData]:
@@ -141,8 +125,6 @@ def prepare_model(cfg: DictConfig, vocab_size: int) -> tuple[nn.Module, dict[str
 def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     ctx = start_run(cfg)
     data = section(cfg, "data")
-    if data.get("kind") != "text_to_text":
-        raise TrainConfigError("stage=finetune reads text pairs: add data=text_to_text data.tasks.<name>.train=<file>")
     vocab = load_vocabulary(data["vocab"])
     tasks = load_tasks(data, vocab)
     model, spec = prepare_model(cfg, vocab.vocab_size)

@@ -1,4 +1,4 @@
-"""A local Hugging Face GPT-2 tokenizer as a :class:`~c4prep.training.data.sentences.SentenceVocabulary`.
+"""A local Hugging Face GPT-2 tokenizer as a :class:`~c4prep.training.data.sentence_files.SentenceVocabulary`.
 
 Laid out as AdaVAE does (``../shared/reference/adavae.md`` §1.13): BOS = EOS = ``<|endoftext|>``. GPT-2 has no pad,
 so the EOS id is the pad value too; masks, never ids, mark padding, and EOS stays a scored target. A sentence is
@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..models.gpt_hf import _import_transformers
-from .sentences import SentenceDataError, ids_before_eos
+from ...data.sentence_files import SentenceDataError, ids_before_eos
+from ...models.gpt_hf import _import_transformers
 
 TOKENIZER_DIR = "gpt2_tokenizer"
 """Folder of an AdaVAE run folder that keeps a copy of its backbone's GPT-2 tokenizer."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .gpt import GPT
+from ...models.gpt import GPT
 
 
 class GPTClassifier(nn.Module):

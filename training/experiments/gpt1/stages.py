@@ -13,18 +13,18 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from ..checkpoint import load_checkpoint
-from ..config import TrainConfigError, section
-from ..data.gpt_tasks import FinetuneDataError, FinetuneExample, FinetuneRows, SpecialTokens, classification_sequences
-from ..data.row_batches import RowSet, content_fingerprint
-from ..data.yelp import balanced_sample, read_yelp
-from ..models import build_model
-from ..models.gpt import GPT
-from ..models.gpt_classifier import GPTClassifier
-from ..tasks import ClassificationTask
-from .common import finetuning_state, model_from_checkpoint, start_run
-from .finetune import load_vocabulary
-from .row_training import fit_summary, row_set_trainer
+from ...checkpoint import load_checkpoint
+from ...config import TrainConfigError, section
+from ...data.row_batches import RowSet, content_fingerprint
+from ...models import build_model
+from ...models.gpt import GPT
+from ...stages.data_setup import load_vocabulary
+from ...stages.model_setup import finetuning_state, model_from_checkpoint
+from ...stages.run import fit_summary, row_set_trainer, start_run
+from ...tasks import ClassificationTask
+from .classifier import GPTClassifier
+from .input_transforms import FinetuneDataError, FinetuneExample, FinetuneRows, SpecialTokens, classification_sequences
+from .yelp import balanced_sample, read_yelp
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .gaussian import kl_per_dimension
-from .objective import cyclic_beta, vae_loss
+from .vae_objective import cyclic_beta, vae_loss
 
 
 def sentence_view(batch: dict[str, Tensor]) -> SimpleNamespace:

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..seeding import example_rng
+from ...seeding import example_rng
 from .gaussian import LOG_2PI, kl_per_dimension, log_normal_diag, log_standard_normal, sample_from_noise
 
 # Entries of the [rows, N] float64 block of log q(z_i|x_n) that mutual_information builds at once (32 MiB).

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..seeding import example_rng
-from .gpt_tasks import FinetuneDataError
+from ...seeding import example_rng
+from .input_transforms import FinetuneDataError
 
 SPLITS = ("dev", "test")
 LABELS = (0, 1)

@@ -22,41 +22,25 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from ..checkpoint import CheckpointError, load_checkpoint
-from ..config import TrainConfigError, section
-from ..data.gpt2_tokenizer import TOKENIZER_DIR, GPT2TokenizerVocabulary
-from ..data.row_batches import row_set_eval_batches, row_set_length_batches
-from ..data.sentences import (
-    VOCABULARY_FILE,
-    SentenceDataError,
-    SentenceVocabulary,
-    WordVocabulary,
-    read_sentences,
-)
-from ..models.adavae import AdaVAE, AdaVAEConfig
-from ..models.gpt import GPT
-from ..models.gpt_hf import gpt_from_hf_directory
-from ..vae.estimators import evaluate_vae
-from ..vae.task import VAESchedule, VAETask, sentence_length, sentence_view
-from .common import RunContext, model_from_checkpoint, run_folder, start_run
-from .row_corpora import sentence_row_set
-from .row_training import fit_summary, row_set_trainer
+from ...checkpoint import CheckpointError, load_checkpoint
+from ...config import TrainConfigError, section
+from ...data.row_batches import row_set_eval_batches, row_set_length_batches
+from ...data.sentence_files import SentenceDataError, SentenceVocabulary, read_sentences
+from ...models.gpt import GPT
+from ...models.gpt_hf import gpt_from_hf_directory
+from ...stages.data_setup import sentence_row_set
+from ...stages.model_setup import model_from_checkpoint
+from ...stages.run import fit_summary, row_set_trainer, start_run
+from .estimators import evaluate_vae
+from .gpt2_tokenizer import GPT2TokenizerVocabulary
+from .model import AdaVAE, AdaVAEConfig
+from .trained import run_vocabulary, trained_vae
+from .vae_loss import VAESchedule, VAETask, sentence_length, sentence_view
 
 log = logging.getLogger(__name__)
 
 EVALUATION_FILE = "evaluation.json"
 GENERATION_FILE = "generation.json"
-
-
-def _vocabulary(checkpoint: str) -> SentenceVocabulary:
-    """The vocabulary a GPT or AdaVAE run folder keeps: its copy of a GPT-2 tokenizer, else its word vocabulary."""
-    folder = run_folder(checkpoint)
-    try:
-        if (folder / TOKENIZER_DIR).is_dir():
-            return GPT2TokenizerVocabulary.load(folder)
-        return WordVocabulary.load(folder / VOCABULARY_FILE)
-    except (SentenceDataError, ImportError) as error:
-        raise TrainConfigError(f"init_from={checkpoint}: {error}") from None
 
 
 def _backbone(cfg: DictConfig) -> tuple[GPT, SentenceVocabulary]:
@@ -77,7 +61,7 @@ def _backbone(cfg: DictConfig) -> tuple[GPT, SentenceVocabulary]:
         if state["model_spec"].get("name") != "gpt":
             raise TrainConfigError(f"init_from={init_from} is a {state['model_spec'].get('name')} checkpoint; "
                                    "AdaVAE wraps a pre-trained GPT")
-        backbone, vocab = model_from_checkpoint(state), _vocabulary(init_from)
+        backbone, vocab = model_from_checkpoint(state), run_vocabulary(init_from)
     if vocab.vocab_size > backbone.config.vocab_size:
         raise TrainConfigError(f"init_from={init_from}: the vocabulary has {vocab.vocab_size} ids, more than the "
                                f"GPT's {backbone.config.vocab_size}; pair the GPT with its own vocabulary")
@@ -122,18 +106,6 @@ def run_adavae_train(cfg: DictConfig) -> dict[str, Any]:
         vocab.save(ctx.run_dir)
         log.info("AdaVAE parameters: %s", model.parameter_report())
     return {**fit_summary(ctx, trainer), "parameters": model.parameter_report()}
-
-
-def trained_vae(cfg: DictConfig, ctx: RunContext) -> tuple[AdaVAE, SentenceVocabulary, int]:
-    """The AdaVAE run ``init_from`` names (eval mode, on the run's device), its vocabulary and its step."""
-    if not cfg.init_from:
-        raise CheckpointError(f"stage={cfg.stage} needs init_from=<AdaVAE run folder or checkpoint>")
-    state = load_checkpoint(cfg.init_from)
-    if state["model_spec"].get("name") != "adavae":
-        raise TrainConfigError(f"init_from={cfg.init_from} is not an AdaVAE checkpoint; train one with "
-                               "stage=finetune model=adavae")
-    model = model_from_checkpoint(state).to(ctx.device).eval()
-    return model, _vocabulary(cfg.init_from), int(state["step"])
 
 
 def run_adavae_evaluate(cfg: DictConfig) -> dict[str, Any]:

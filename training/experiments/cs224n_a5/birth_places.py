@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .char_corruption import MASK_CHAR, PAD_CHAR, CharVocabulary
+from ...data.char_vocabulary import MASK_CHAR, PAD_CHAR, CharVocabulary
 
 
 class BirthPlacesError(ValueError):

@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..vae.gaussian import reparameterize
+from ...models.gpt import GPT, Block, _next_token
 from .adapters import ADAPTER_PLACEMENTS, Adapter, Prefix
-from .gpt import GPT, Block, _next_token
+from .gaussian import reparameterize
 from .latent import GaussianPosterior, LatentInjection, attention_entropy
 
 PEFT_METHODS = ("adapters", "prefix", "full")

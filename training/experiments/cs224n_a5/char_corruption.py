@@ -1,4 +1,4 @@
-"""CS224N (Winter 2021) assignment 5 pretraining data: a character vocabulary and span-corrupted documents.
+"""CS224N (Winter 2021) assignment 5 pretraining data: span-corrupted documents over a character vocabulary.
 
 The corpus (``wiki.txt``) is split on ``"\\n"`` into documents; each example truncates one document, cuts a span out
 of it and moves that span to the end behind a mask character:
@@ -7,78 +7,19 @@ prediction (``x = s[:-1]``, ``y = s[1:]``, loss only where ``y`` is not PAD).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..seeding import example_rng
+from ...data.char_vocabulary import MASK_CHAR, PAD_CHAR, CharVocabError, CharVocabulary
+from ...seeding import example_rng
 
-PAD_CHAR = "\u25A1"  # □, id 0
-MASK_CHAR = "\u2047"  # ⁇, id 1
 MIN_BLOCK_SIZE = 9  # smallest block whose longest truncation, int(7/8 block), still fits with its two masks
-
-
-class CharVocabError(ValueError):
-    """A text or id that the character vocabulary cannot represent (the message says which and what to do)."""
 
 
 class CharCorruptionError(ValueError):
     """Unusable span-corruption settings or corpus (the message says what to fix)."""
-
-
-@dataclass(frozen=True)
-class CharVocabulary:
-    """Characters by id: PAD is id 0, MASK id 1, then the corpus characters in code-point order."""
-
-    chars: tuple[str, ...]
-    _ids: dict[str, int] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.chars[:2] != (PAD_CHAR, MASK_CHAR):
-            raise CharVocabError(f"the vocabulary must start with PAD {PAD_CHAR!r} and MASK {MASK_CHAR!r}, got "
-                                 f"{self.chars[:2]!r}; build it with CharVocabulary.from_text")
-        if any(len(char) != 1 for char in self.chars) or len(set(self.chars)) != len(self.chars):
-            raise CharVocabError("vocabulary entries must be distinct single characters")
-        object.__setattr__(self, "_ids", {char: index for index, char in enumerate(self.chars)})
-
-    @classmethod
-    def from_text(cls, text: str) -> CharVocabulary:
-        """PAD, MASK, then every distinct character of ``text`` (newlines included), sorted."""
-        reserved = {PAD_CHAR, MASK_CHAR} & set(text)
-        if reserved:
-            raise CharVocabError(f"the corpus contains the reserved character(s) {sorted(reserved)!r} (PAD/MASK); "
-                                 "remove them from the text first")
-        return cls((PAD_CHAR, MASK_CHAR, *sorted(set(text))))
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.chars)
-
-    @property
-    def pad_id(self) -> int:
-        return 0
-
-    @property
-    def mask_id(self) -> int:
-        return 1
-
-    def encode(self, text: str) -> np.ndarray:
-        """The int64 ids of the characters of ``text``."""
-        try:
-            return np.array([self._ids[char] for char in text], dtype=np.int64)
-        except KeyError:
-            unknown = sorted(set(text) - self._ids.keys())
-            raise CharVocabError(f"characters not in the vocabulary: {unknown!r}; build the vocabulary from a "
-                                 "corpus that contains them or remove them from the text") from None
-
-    def decode(self, ids: np.ndarray | list[int]) -> str:
-        """The text of a sequence of ids."""
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        bad = ids[(ids < 0) | (ids >= self.vocab_size)]
-        if bad.size:
-            raise CharVocabError(f"ids out of range [0, {self.vocab_size}): {sorted(set(bad.tolist()))[:10]}")
-        return "".join(self.chars[index] for index in ids.tolist())
 
 
 def max_truncated_length(block_size: int) -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .char_corruption import CharVocabulary
+from ...data.char_vocabulary import CharVocabulary
 
 
 class CharTextError(ValueError):

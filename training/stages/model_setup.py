@@ -1,51 +1,21 @@
-"""Wiring every stage shares: run folder, device and ranks, model/optimizer/schedule from config, resume."""
+"""The model a stage trains or scores: fresh from the ``model:`` section, or from a checkpoint (``init_from``)."""
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig
 
-from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, resolve_checkpoint
-from ..config import TrainConfigError, TrainerSettings, section, to_yaml, trainer_settings
-from ..distributed import DistEnv, init_distributed, select_device
+from ..checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
+from ..config import TrainConfigError, section
+from ..data.batches import RowBuilder
 from ..models import build_model
-from ..optim import build_optimizer, decay_groups
-from ..schedules import build_schedule
-from ..trainer import Trainer
-
-log = logging.getLogger(__name__)
+from ..models.gpt import GPT
+from ..objectives.decoder_rows import DecoderRowBuilder
 
 
-@dataclass(frozen=True)
-class RunContext:
-    """Where and how this process runs."""
-
-    cfg: DictConfig
-    settings: TrainerSettings
-    env: DistEnv
-    device: torch.device
-    run_dir: Path
-
-
-def start_run(cfg: DictConfig) -> RunContext:
-    """Pick the device, join the ranks, create the run folder and record the resolved config in it."""
-    settings = trainer_settings(cfg)
-    try:
-        device = select_device(settings.device)
-    except ValueError as error:
-        raise TrainConfigError(str(error)) from None
-    env = init_distributed(device)
-    if settings.num_threads:
-        torch.set_num_threads(settings.num_threads)
-    run_dir = Path(cfg.output_dir)
-    if env.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(to_yaml(cfg))
-    return RunContext(cfg, settings, env, device, run_dir)
+REGULARISATION_FIELDS = ("dropout", "dropout_rate")  # GPT, T5: training choices, not architecture
 
 
 def model_from_config(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
@@ -53,9 +23,6 @@ def model_from_config(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module
     spec = {**section(cfg, "model"), "vocab_size": vocab_size}
     torch.manual_seed(cfg.seed)
     return _build(spec), spec
-
-
-REGULARISATION_FIELDS = ("dropout", "dropout_rate")  # GPT, T5: training choices, not architecture
 
 
 def run_folder(checkpoint: str) -> Path:
@@ -118,35 +85,9 @@ def _build(spec: dict[str, Any]) -> torch.nn.Module:
         raise TrainConfigError(f"bad model settings {spec}: {error}") from None
 
 
-def optimization_from_config(cfg: DictConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:
-    """Optimizer over ``model``'s trainable parameters and LR schedule, from the ``optimizer:`` and ``schedule:``
-    sections (``optimizer.decay_exclude`` picks which parameters skip weight decay)."""
-    optimizer_cfg, schedule_cfg = section(cfg, "optimizer"), section(cfg, "schedule")
-    options = dict(optimizer_cfg.get("options", {}))
-    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    try:
-        exclude = optimizer_cfg.get("decay_exclude")
-        parameters = (decay_groups(named, float(options.pop("weight_decay", 0.0)), exclude) if exclude
-                      else [p for _, p in named])
-        optimizer = build_optimizer(optimizer_cfg["name"], parameters, lr=float(optimizer_cfg["lr"]), **options)
-        scheduler = build_schedule(schedule_cfg["name"], optimizer, **schedule_cfg.get("options", {}))
-    except (KeyError, TypeError, ValueError) as error:
-        raise TrainConfigError(f"bad optimizer/schedule settings: {error}") from None
-    return optimizer, scheduler
-
-
-def restore(trainer: Trainer, cfg: DictConfig, data_fingerprint: str) -> None:
-    """Apply ``resume=auto|never|must``: continue from the run folder's latest checkpoint when asked and present."""
-    found = latest_checkpoint(trainer.run_dir)
-    if cfg.resume == "must" and found is None:
-        raise CheckpointError(f"resume=must but {trainer.run_dir} has no checkpoint; use resume=auto to start fresh")
-    if found is None or cfg.resume == "never":
-        trainer.logger.truncate_after(0)
-        return
-    state = load_checkpoint(found)
-    if state.get("data_fingerprint") != data_fingerprint:
-        raise CheckpointError(f"{found} was trained on other data or batch settings; use a new output_dir or "
-                              "resume=never to start over")
-    trainer.load_state_dict(state)
-    if trainer.env.is_main:
-        log.info("resumed from %s at step %d", found, trainer.step)
+def check_rows_fit(model: torch.nn.Module, row_builder: RowBuilder) -> None:
+    """A GPT must have positions for every decoder row position."""
+    if isinstance(model, GPT) and isinstance(row_builder, DecoderRowBuilder) and row_builder.length > model.max_length:
+        raise TrainConfigError(f"decoder rows of {row_builder.length} positions exceed the model's {model.max_length}:"
+                               f" set objective.targets_length={model.max_length + 1} (objective=lm) or raise "
+                               "model.block_size")

@@ -1,4 +1,5 @@
-"""CS224N A5 birth-place QA (``data=cs224n_a5_birth_places``): ``stage=finetune`` and ``stage=evaluate``.
+"""CS224N A5: ``stage=pretrain`` on span-corrupted wiki documents (``data=cs224n_a5_wiki``); birth-place QA
+(``data=cs224n_a5_birth_places``) with ``stage=finetune`` and ``stage=evaluate``.
 
 Finetune trains a GPT (from ``init_from``, or from scratch for the handout's "no pretraining" run) on
 ``question⁇place⁇`` rows; both stages then answer every question of ``data.evaluate`` by greedy decoding
@@ -15,9 +16,18 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from ..checkpoint import CheckpointError, load_checkpoint
-from ..config import TrainConfigError, section
-from ..data.birth_places import (
+from ...checkpoint import CheckpointError, load_checkpoint
+from ...config import TrainConfigError, section
+from ...data.char_vocabulary import CharVocabError, CharVocabulary
+from ...data.row_batches import RowSet, content_fingerprint
+from ...distributed import gather_in_item_order, rank_share
+from ...models.gpt import GPT
+from ...stages.data_setup import RowCorpus
+from ...stages.model_setup import model_from_checkpoint, model_from_config, model_from_init
+from ...stages.run import RunContext, fit_summary, pretrain_on_rows, row_set_trainer, start_run
+from ...tasks import DecoderTask
+from ...trainer import autocast
+from .birth_places import (
     BirthPlaceRows,
     BirthPlacesError,
     prediction_from_completion,
@@ -26,14 +36,7 @@ from ..data.birth_places import (
     score_places,
     write_predictions,
 )
-from ..data.char_corruption import CharCorruptionError, CharVocabError, CharVocabulary, load_char_corpus
-from ..data.row_batches import RowSet, content_fingerprint
-from ..distributed import gather_in_item_order, rank_share
-from ..models.gpt import GPT
-from ..tasks import DecoderTask
-from ..trainer import autocast
-from .common import RunContext, model_from_checkpoint, model_from_config, model_from_init, start_run
-from .row_training import fit_summary, row_set_trainer
+from .char_corruption import CharCorruptionError, CharCorruptionRows, load_char_corpus
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,23 @@ def _read_pairs(path: str, key: str) -> list[tuple[str, str | None]]:
         return read_birth_places(path)
     except BirthPlacesError as error:
         raise TrainConfigError(f"data.{key}: {error}") from None
+
+
+def char_corruption_corpus(cfg: DictConfig) -> RowCorpus:
+    data = section(cfg, "data")
+    block_size = int(data["block_size"])
+    try:
+        documents, vocab = load_char_corpus(data["corpus"])
+        rows = CharCorruptionRows(documents, vocab, block_size, seed=int(cfg.seed))
+    except (CharCorruptionError, CharVocabError) as error:
+        raise TrainConfigError(f"data.corpus: {error}") from None
+    key = content_fingerprint("\n".join(documents), block_size=block_size, seed=int(cfg.seed), kind="char_corruption")
+    return RowCorpus(RowSet(rows, len(rows), key), None, vocab.vocab_size)
+
+
+def run_a5_pretrain(cfg: DictConfig) -> dict[str, Any]:
+    """Pre-train on span-corrupted wiki documents (``data=cs224n_a5_wiki``)."""
+    return pretrain_on_rows(cfg, char_corruption_corpus(cfg))
 
 
 def run_a5_finetune(cfg: DictConfig) -> dict[str, Any]:

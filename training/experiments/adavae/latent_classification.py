@@ -33,16 +33,16 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
-from ..config import TrainConfigError, section
-from ..data.gpt_tasks import FinetuneDataError
-from ..data.row_batches import content_fingerprint
-from ..data.sentences import SentenceDataError, SentenceVocabulary, encode_sentences
-from ..data.yelp import LABELS, balanced_sample, read_yelp
-from ..metrics import seed_summary
-from ..models.adavae import AdaVAE
-from ..seeding import example_rng
-from .adavae import trained_vae
-from .common import start_run
+from ...config import TrainConfigError, section
+from ...data.row_batches import content_fingerprint
+from ...data.sentence_files import SentenceDataError, SentenceVocabulary, encode_sentences
+from ...metrics import seed_summary
+from ...seeding import example_rng
+from ...stages.run import start_run
+from ..gpt1.input_transforms import FinetuneDataError
+from ..gpt1.yelp import LABELS, balanced_sample, read_yelp
+from .model import AdaVAE
+from .trained import trained_vae
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,167 @@
+"""The data a stage reads, from the ``data:`` and ``objective:`` sections:
+
+- token shards of ``c4prep tokenize`` (``data.kind=tokens``) as objective samples (:func:`pretrain_data`);
+- a SentencePiece vocabulary (:func:`load_vocabulary`);
+- sentence files (``data.kind=sentences``, ``data=ptb``) as ``[BOS] words [EOS]`` rows over a word vocabulary of
+  the training sentences, which the run folder keeps as ``word_vocabulary.json`` (:func:`sentence_corpus`).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from c4prep.manifest import Manifest, ManifestError, read_manifest
+from c4prep.tokenization.train_vocab import locate_vocabulary
+from c4prep.tokenization.vocabulary import SentencePieceVocabulary
+from omegaconf import DictConfig
+
+from ..config import TrainConfigError, section
+from ..data.batches import RowBuilder
+from ..data.row_batches import RowSet, content_fingerprint
+from ..data.sentence_files import (
+    VOCABULARY_FILE,
+    SentenceDataError,
+    SentenceRows,
+    SentenceVocabulary,
+    WordVocabulary,
+    encode_sentences,
+    packed_sentence_rows,
+    read_sentences,
+    word_counts,
+)
+from ..data.token_index import SampleIndex, TokenDataError, build_sample_index
+from ..objectives import make_objective
+from ..objectives.decoder_rows import DecoderRowBuilder
+from ..objectives.packing import EncDecRowBuilder
+from ..tasks import DecoderTask, EncDecTask
+from ..trainer import Task
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RowCorpus:
+    train: RowSet
+    validation: RowSet | None
+    vocab_size: int
+    run_files: dict[str, str] = field(default_factory=dict)  # name -> text the run folder keeps (a vocabulary)
+
+
+def read_text(path: str, key: str) -> str:
+    """A UTF-8 file named by ``data.<key>``; a one-line error naming the setting when it is missing."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError):
+        raise TrainConfigError(f"data.{key}={path} is not a readable file; set data.{key}=<path>") from None
+
+
+def _sentences(data: DictConfig, key: str) -> list[str]:
+    try:
+        return read_sentences(data[key])
+    except SentenceDataError as error:
+        raise TrainConfigError(f"data.{key}: {error}") from None
+
+
+def sentence_row_set(data: DictConfig, key: str, vocab: SentenceVocabulary, sentences: list[str] | None = None,
+                     positions: int | None = None) -> RowSet:
+    """The sentences of file ``data.<key>`` (or ``sentences`` read from it), capped at ``data.max_words`` words, as
+    ``[BOS] tokens [EOS]`` rows over ``vocab`` with their word counts; rows of ``positions`` positions (default
+    ``data.max_words + 1``: one id per word), a sentence needing more is refused. The fingerprint covers the ids
+    (so the text and the vocabulary), the word cap and the row length."""
+    max_words = int(data["max_words"])
+    positions = max_words + 1 if positions is None else positions
+    sentences = _sentences(data, key) if sentences is None else sentences
+    try:
+        examples, capped = encode_sentences(sentences, vocab, max_words)
+        rows = SentenceRows.from_examples(examples, word_counts(sentences, max_words), vocab, positions)
+    except SentenceDataError as error:
+        raise TrainConfigError(f"data.{key}: {error}") from None
+    log.info("%s: %d sentences, %d capped at %d words", data[key], len(sentences), capped, max_words)
+    ids = "\n".join(" ".join(map(str, example)) for example in examples)
+    return RowSet(rows, len(rows), content_fingerprint(ids, max_words=max_words, positions=positions, kind="sentences"))
+
+
+def sentence_corpus(cfg: DictConfig) -> RowCorpus:
+    """``data.train`` / ``data.validation`` sentence files (one per line) as ``[BOS] words [EOS]`` rows of
+    ``data.max_words + 1`` positions, over the word vocabulary of the training sentences."""
+    data = section(cfg, "data")
+    max_words = int(data["max_words"])
+    if data.get("pack") and int(data["pack_length"]) < max_words + 1:
+        raise TrainConfigError(f"data.pack_length={data['pack_length']} cannot hold a sentence of data.max_words="
+                               f"{max_words} words plus BOS: set data.pack_length>={max_words + 1}")
+    train_sentences = _sentences(data, "train")
+    vocab = WordVocabulary.from_sentences(train_sentences)
+    train = sentence_row_set(data, "train", vocab, train_sentences)
+    validation = sentence_row_set(data, "validation", vocab) if data.get("validation") else None
+    if validation is not None and data.get("pack"):  # forward-only: packing changes its cost, not its losses
+        packed = packed_sentence_rows(validation.rows, int(data["pack_length"]))
+        validation = RowSet(packed, len(packed), validation.fingerprint)
+    return RowCorpus(train, validation, vocab.vocab_size, {VOCABULARY_FILE: vocab.to_json() + "\n"})
+
+
+@dataclass(frozen=True)
+class PretrainData:
+    """The corpus side of pre-training: indices of both splits and how a sample becomes a row."""
+
+    train: SampleIndex
+    validation: SampleIndex | None
+    row_builder: RowBuilder
+    vocab_size: int
+    task: Task
+
+
+def token_manifest(tokens_dir: str) -> Manifest:
+    try:
+        return read_manifest(tokens_dir)
+    except ManifestError as error:
+        raise TokenDataError(f"{error}; run `c4prep tokenize` first or set data.tokens=<token folder>") from None
+
+
+def vocabulary_size(manifest: Manifest, tokens_dir: str) -> int:
+    """Ids of the vocabulary the token shards were made with (sentinels included), from their manifest."""
+    vocabulary = manifest.extra.get("vocabulary", {})
+    if "vocab_size" not in vocabulary:
+        raise TokenDataError(f"{tokens_dir}/manifest.json names no vocabulary; re-run `c4prep tokenize`")
+    return int(vocabulary["vocab_size"])
+
+
+def pretrain_data(cfg: DictConfig, decoder_only: bool | None = None) -> PretrainData:
+    """Build the objective and the sample indices the config asks for; rows for a decoder-only model when
+    ``decoder_only`` (default: when the ``model:`` section names a GPT)."""
+    data, objective_cfg = section(cfg, "data"), section(cfg, "objective")
+    manifest = token_manifest(data["tokens"])
+    vocab_size = vocabulary_size(manifest, data["tokens"])
+    inputs_length, targets_length = int(objective_cfg["inputs_length"]), int(objective_cfg["targets_length"])
+    try:
+        objective = make_objective(objective_cfg["name"], vocab_size=vocab_size, **objective_cfg.get("params", {}))
+        segment_length = objective.segment_length(inputs_length, targets_length)
+    except ValueError as error:
+        raise TrainConfigError(f"bad objective settings: {error}") from None
+
+    def index(split: str) -> SampleIndex:
+        return build_sample_index(data["tokens"], split, segment_length, objective.output_lengths, inputs_length,
+                                  targets_length, concat_documents=int(data["concat_documents"]))
+
+    split = data.get("validation_split")
+    has_validation = bool(split) and manifest.splits.get(split) is not None and manifest.splits[split].num_rows > 0
+    if split and not has_validation:
+        log.warning("no validation: split %r of %s has no documents", split, data["tokens"])
+    validation = index(split) if has_validation else None
+    if decoder_only is None:
+        decoder_only = section(cfg, "model").get("name") == "gpt"
+    if decoder_only:
+        row_builder: RowBuilder = DecoderRowBuilder(objective, inputs_length, targets_length, seed=int(cfg.seed))
+        task: Task = DecoderTask()
+    else:
+        row_builder = EncDecRowBuilder(objective, inputs_length, targets_length, seed=int(cfg.seed))
+        task = EncDecTask(z_loss=float(cfg.z_loss))
+    return PretrainData(index(data["train_split"]), validation, row_builder, vocab_size, task)
+
+
+def load_vocabulary(path: str) -> SentencePieceVocabulary:
+    try:
+        _, model_proto, _ = locate_vocabulary(path)
+        return SentencePieceVocabulary(model_proto)
+    except ValueError as error:  # VocabError, or a file that is not a T5-style SentencePiece model
+        raise TrainConfigError(f"{error} (set data.vocab=<vocabulary folder>)") from None

@@ -1,0 +1,150 @@
+"""Wiring every stage shares: run folder, device and ranks, optimizer and schedule from config, resume, and the
+trainer over in-memory row sets."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+from ..config import TrainConfigError, TrainerSettings, section, to_yaml, trainer_settings
+from ..data.batches import BatchPlan, make_loader
+from ..data.row_batches import RowBatches, RowSet, length_order, row_set_eval_batches
+from ..distributed import DistEnv, init_distributed, select_device
+from ..optim import build_optimizer, decay_groups
+from ..schedules import build_schedule
+from ..tasks import DecoderTask
+from ..trainer import Task, Trainer
+from .data_setup import RowCorpus
+from .model_setup import initial_model, run_folder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where and how this process runs."""
+
+    cfg: DictConfig
+    settings: TrainerSettings
+    env: DistEnv
+    device: torch.device
+    run_dir: Path
+
+
+def start_run(cfg: DictConfig) -> RunContext:
+    """Pick the device, join the ranks, create the run folder and record the resolved config in it."""
+    settings = trainer_settings(cfg)
+    try:
+        device = select_device(settings.device)
+    except ValueError as error:
+        raise TrainConfigError(str(error)) from None
+    env = init_distributed(device)
+    if settings.num_threads:
+        torch.set_num_threads(settings.num_threads)
+    run_dir = Path(cfg.output_dir)
+    if env.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    return RunContext(cfg, settings, env, device, run_dir)
+
+
+def optimization_from_config(cfg: DictConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+    """Optimizer over ``model``'s trainable parameters and LR schedule, from the ``optimizer:`` and ``schedule:``
+    sections (``optimizer.decay_exclude`` picks which parameters skip weight decay)."""
+    optimizer_cfg, schedule_cfg = section(cfg, "optimizer"), section(cfg, "schedule")
+    options = dict(optimizer_cfg.get("options", {}))
+    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    try:
+        exclude = optimizer_cfg.get("decay_exclude")
+        parameters = (decay_groups(named, float(options.pop("weight_decay", 0.0)), exclude) if exclude
+                      else [p for _, p in named])
+        optimizer = build_optimizer(optimizer_cfg["name"], parameters, lr=float(optimizer_cfg["lr"]), **options)
+        scheduler = build_schedule(schedule_cfg["name"], optimizer, **schedule_cfg.get("options", {}))
+    except (KeyError, TypeError, ValueError) as error:
+        raise TrainConfigError(f"bad optimizer/schedule settings: {error}") from None
+    return optimizer, scheduler
+
+
+def restore(trainer: Trainer, cfg: DictConfig, data_fingerprint: str) -> None:
+    """Apply ``resume=auto|never|must``: continue from the run folder's latest checkpoint when asked and present."""
+    found = latest_checkpoint(trainer.run_dir)
+    if cfg.resume == "must" and found is None:
+        raise CheckpointError(f"resume=must but {trainer.run_dir} has no checkpoint; use resume=auto to start fresh")
+    if found is None or cfg.resume == "never":
+        trainer.logger.truncate_after(0)
+        return
+    state = load_checkpoint(found)
+    if state.get("data_fingerprint") != data_fingerprint:
+        raise CheckpointError(f"{found} was trained on other data or batch settings; use a new output_dir or "
+                              "resume=never to start over")
+    trainer.load_state_dict(state)
+    if trainer.env.is_main:
+        log.info("resumed from %s at step %d", found, trainer.step)
+def row_set_trainer(cfg: DictConfig, ctx: RunContext, train: RowSet, validation: RowSet | None, task: Task,
+                    model: torch.nn.Module, model_spec: dict[str, Any],
+                    validation_length: Callable[[dict[str, np.ndarray]], int] | None = None) -> Trainer:
+    """A :class:`Trainer` over ``train`` (every item each epoch: the last batch is completed from the same epoch's
+    order), validating on ``validation`` (in order of ``validation_length(row)`` when given, for tasks that cut a
+    batch to its longest row); restored from the run folder when resuming. ``data.pack: true`` re-packs padded rows
+    into ``data.pack_length`` positions (the same losses on fewer positions)."""
+    settings = ctx.settings
+    plan = BatchPlan(train.size, settings.global_batch_size, ctx.env.world_size, settings.micro_batch_size,
+                     seed=int(cfg.seed), drop_last=False)
+    data = section(cfg, "data")
+    pack_length = int(data["pack_length"]) if data.get("pack") else None
+    stream = RowBatches(train, plan, ctx.env.rank, pack_length=pack_length)
+    optimizer, scheduler = optimization_from_config(cfg, model)
+
+    def train_batches(start_step: int):
+        return iter(make_loader(stream.starting_at(start_step), settings.num_workers))
+
+    order = length_order(validation, validation_length) if validation is not None and validation_length else None
+
+    def validation_batches():
+        return row_set_eval_batches(validation, ctx.env.rank, ctx.env.world_size, settings.micro_batch_size, order)
+
+    extra = {"model_spec": model_spec, "data_fingerprint": stream.fingerprint, "config": {"stage": cfg.stage}}
+    trainer = Trainer(settings, ctx.run_dir, model, task, optimizer, scheduler, train_batches, plan.grad_accum,
+                      ctx.env, ctx.device, eval_batches=validation_batches if validation is not None else None,
+                      checkpoint_extra=extra)
+    restore(trainer, cfg, stream.fingerprint)
+    return trainer
+
+
+def fit_summary(ctx: RunContext, trainer: Trainer) -> dict[str, Any]:
+    """Train to ``max_steps``; the run's summary (steps, losses, latest validation)."""
+    start = trainer.step
+    history = trainer.fit()
+    return {"run_dir": str(ctx.run_dir), "start_step": start, "step": trainer.step,
+            "losses": [s.loss for s in history], "validation": trainer.validation}
+
+def check_same_run_files(init_from: str, run_files: dict[str, str]) -> None:
+    """Continued pre-training must encode the data as the checkpoint's run did: a run file (the word vocabulary)
+    that ``init_from``'s run folder also keeps must be identical."""
+    folder = run_folder(init_from)
+    for name, text in run_files.items():
+        kept = folder / name
+        if kept.is_file() and kept.read_text(encoding="utf-8") != text:
+            raise TrainConfigError(f"init_from={init_from}: its {name} differs from the one this data config builds; "
+                                   "use the data settings (data.train, data.max_words) the checkpoint was trained with")
+
+
+def pretrain_on_rows(cfg: DictConfig, corpus: RowCorpus) -> dict[str, Any]:
+    """Pre-train a decoder (from scratch or ``init_from``'s weights) on an in-memory row corpus; the run folder
+    keeps the corpus's run files (a word vocabulary)."""
+    ctx = start_run(cfg)
+    if cfg.init_from:
+        check_same_run_files(cfg.init_from, corpus.run_files)
+    if ctx.env.is_main:
+        for name, text in corpus.run_files.items():
+            (ctx.run_dir / name).write_text(text, encoding="utf-8")
+    model, spec = initial_model(cfg, corpus.vocab_size)
+    trainer = row_set_trainer(cfg, ctx, corpus.train, corpus.validation, DecoderTask(), model, spec)
+    return fit_summary(ctx, trainer)
