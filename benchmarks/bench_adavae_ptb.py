@@ -37,7 +37,7 @@ from c4prep.training.data.sentence_files import (
 from c4prep.training.metrics import seed_summary
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.stages.model_setup import model_from_checkpoint
-from c4prep.training.tasks import DecoderTask
+from c4prep.training.batch_losses import DecoderLoss
 from c4prep.training.experiments.adavae.vae_objective import cyclic_beta
 
 PTB = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb"
@@ -77,7 +77,7 @@ def lm_test_metrics(run: Path) -> dict[str, float]:
     rows = SentenceRows.from_examples(examples, words, vocab, model.config.block_size)
     batches = (collate_rows([rows(i, 0) for i in range(first, min(first + 128, len(rows)))])
                for first in range(0, len(rows), 128))
-    sums = [DecoderTask().eval_sums(model, batch) for batch in batches]
+    sums = [DecoderLoss().eval_sums(model, batch) for batch in batches]
     total = -sum(float(s["loss_sum"]) for s in sums)
     tokens = sum(int(s["targets"]) for s in sums)
     return {"nll": -total / len(rows), "ppl_word": math.exp(-total / (sum(words) + len(rows))),

@@ -57,7 +57,7 @@ def run_one(pages: int, variant: str, runner_flags: list[str]) -> dict:
     from apache_beam.metrics import Metrics
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from c4prep.beam_runs import collect_counters
+    from c4prep.runner_results import collect_counters
     from c4prep.pipelines.beam_dedup import DedupLines
 
     pages_out = Metrics.counter(NAMESPACE, "pages-out")

@@ -15,9 +15,9 @@ from typing import NamedTuple
 import pyarrow as pa
 import pytest
 
-from c4prep.beam_runs import RunnerSetupError
 from c4prep.manifest import read_manifest
 from c4prep.pipelines.run_c4 import RunConfig, run_c4
+from c4prep.runner_results import RunnerSetupError
 
 distributed = pytest.importorskip("distributed", reason="Dask is not installed: pip install 'apache-beam[dask]'")
 

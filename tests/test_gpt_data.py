@@ -21,7 +21,7 @@ from c4prep.training.objectives import make_objective
 from c4prep.training.objectives.decoder_rows import DecoderRowBuilder, pack_decoder_row, pack_padded_rows
 from c4prep.training.optim import decay_groups
 from c4prep.training.schedules import mingpt_cosine
-from c4prep.training.tasks import DecoderTask
+from c4prep.training.batch_losses import DecoderLoss
 
 
 def test_lm_rows_predict_every_next_token_of_each_packed_segment():
@@ -77,8 +77,8 @@ def test_repacking_a5_rows_halves_the_positions_and_keeps_every_loss(a5_rows):
     model = GPT(gpt_config("gpt_a5", 256, n_layer=1, dropout=0.0)).eval()
     collate = {name: torch.from_numpy(np.stack([r[name] for r in rows])) for name in rows[0]}
     packed_batch = {name: torch.from_numpy(np.stack([r[name] for r in packed])) for name in packed[0]}
-    padded_loss, padded_count = DecoderTask().loss(model, collate)
-    packed_loss, packed_count = DecoderTask().loss(model, packed_batch)
+    padded_loss, padded_count = DecoderLoss().loss(model, collate)
+    packed_loss, packed_count = DecoderLoss().loss(model, packed_batch)
     assert padded_count == packed_count
     torch.testing.assert_close(packed_loss, padded_loss, rtol=1e-5, atol=1e-3)
 

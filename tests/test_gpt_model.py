@@ -8,7 +8,7 @@ from c4prep.training.models.gpt import GPT, GPTConfig, gpt_config
 from c4prep.training.models.gpt_attention import CausalSelfAttention, SynthesizerAttention, attention_mask
 from c4prep.training.experiments.gpt1.classifier import GPTClassifier
 from c4prep.training.models.plain_attention import additive_mask, plain_attention
-from c4prep.training.tasks import ClassificationTask, DecoderTask
+from c4prep.training.batch_losses import ClassificationLoss, DecoderLoss
 
 
 def small(attention: str = "causal", norm: str = "pre", **overrides) -> GPT:
@@ -188,7 +188,7 @@ def test_decoder_task_loss_is_the_weighted_next_token_cross_entropy():
     weights = torch.ones(2, 10, dtype=torch.long)
     weights[1, 6:] = 0
     batch = {"input_tokens": tokens, "target_tokens": torch.roll(tokens, -1, 1), "loss_weights": weights}
-    total, count = DecoderTask().loss(model, batch)
+    total, count = DecoderLoss().loss(model, batch)
     losses = torch.nn.functional.cross_entropy(model(tokens).transpose(1, 2), batch["target_tokens"],
                                                reduction="none")
     assert count.item() == 16
@@ -231,8 +231,8 @@ def test_multiple_choice_scores_each_answer_and_reads_the_extract_token():
 def test_classification_loss_adds_the_auxiliary_lm_loss_with_weight_lambda():
     model = GPTClassifier(small(), num_classes=2).eval()
     batch = classifier_batch([[[37, 5, 6, 7, 39]], [[37, 8, 9, 39]]], [1, 0])
-    plain, count = ClassificationTask(lm_weight=0.0).loss(model, batch)
-    combined, _ = ClassificationTask(lm_weight=0.5).loss(model, batch)
+    plain, count = ClassificationLoss(lm_weight=0.0).loss(model, batch)
+    combined, _ = ClassificationLoss(lm_weight=0.5).loss(model, batch)
     logits, lm_logits = model(batch["input_tokens"], batch["extract_positions"])
     expected_plain = torch.nn.functional.cross_entropy(logits, batch["label"], reduction="sum")
     lm = sum(torch.nn.functional.cross_entropy(lm_logits[b, 0, :n], batch["target_tokens"][b, 0, :n])
@@ -240,7 +240,7 @@ def test_classification_loss_adds_the_auxiliary_lm_loss_with_weight_lambda():
     assert count.item() == 2
     torch.testing.assert_close(plain, expected_plain)
     torch.testing.assert_close(combined, expected_plain + 0.5 * lm)
-    sums = ClassificationTask().eval_sums(model, batch)
+    sums = ClassificationLoss().eval_sums(model, batch)
     assert sums["accuracy"].item() == float(np.sum(logits.argmax(-1).numpy() == [1, 0]))
 
 

@@ -23,7 +23,7 @@ from c4prep.training.data.sentence_files import (
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.stages.data_setup import sentence_row_set
-from c4prep.training.tasks import DecoderTask
+from c4prep.training.batch_losses import DecoderLoss
 from c4prep.training.experiments.adavae.vae_loss import sentence_view
 
 PAD, BOS, EOS = WordVocabulary.PAD_ID, WordVocabulary.BOS_ID, WordVocabulary.EOS_ID
@@ -141,8 +141,8 @@ def test_decoder_rows_carry_word_counts_and_packing_keeps_the_validation_loss(vo
     torch.manual_seed(0)
     model = GPT(gpt_config("gpt_tiny", vocab.vocab_size, block_size=65)).eval()
     with torch.no_grad():
-        padded_sums = DecoderTask().eval_sums(model, collate_rows([rows(i, 0) for i in range(len(rows))]))
-        packed_sums = DecoderTask().eval_sums(model, collate_rows(list(packed.rows)))
+        padded_sums = DecoderLoss().eval_sums(model, collate_rows([rows(i, 0) for i in range(len(rows))]))
+        packed_sums = DecoderLoss().eval_sums(model, collate_rows(list(packed.rows)))
     assert packed_sums["targets"] == padded_sums["targets"] == sum(len(ids) - 1 for ids in examples)
     assert math.isclose(packed_sums["loss_sum"], padded_sums["loss_sum"], rel_tol=1e-5)
     with pytest.raises(SentenceDataError, match="more than the rows' 10"):

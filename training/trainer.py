@@ -1,6 +1,6 @@
 """The training loop every model stage shares: accumulation, clipping, autocast, DDP, checkpoints, validation.
 
-A stage hands the trainer a model, a :class:`Task` (how to score a batch), an optimizer and schedule, and a
+A stage hands the trainer a model, a :class:`BatchLoss` (how to score a batch), an optimizer and schedule, and a
 function that yields micro-batches from a given step. The loss of an optimizer step is the sum of token losses
 over the whole global batch divided by its number of target tokens, whatever the rank count and accumulation, so
 a 2-process run equals a 1-process run with the same global batch.
@@ -32,7 +32,7 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; training stopped before the bad update."""
 
 
-class Task(Protocol):
+class BatchLoss(Protocol):
     """How a stage scores its batches."""
 
     def loss(self, model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,7 +47,7 @@ class Task(Protocol):
     def eval_sums(self, model: nn.Module, batch: Batch) -> dict[str, torch.Tensor]:
         """Summable validation statistics of a micro-batch; must include ``loss_sum`` and ``targets``."""
 
-    # Optional: ``step_metrics``, a dict of floats the task measured on its latest micro-batch, logged with train.
+    # Optional: ``step_metrics``, a dict of floats the batch loss measured on its latest micro-batch, logged with train.
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Trainer:
     settings: TrainerSettings
     run_dir: Path
     model: nn.Module
-    task: Task
+    batch_loss: BatchLoss
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     train_batches: Callable[[int], Iterator[Batch]]
@@ -135,7 +135,7 @@ class Trainer:
                 bar.set_postfix(loss=f"{stats.loss:.4f}", tok_s=f"{stats.tokens / stats.seconds:,.0f}")
                 if self.step % settings.log_every == 0 or self.step == settings.max_steps:
                     self.logger.log(self.step, "train", {**_train_metrics(stats),
-                                                          **getattr(self.task, "step_metrics", {})})
+                                                          **getattr(self.batch_loss, "step_metrics", {})})
                 if settings.eval_every and self.step % settings.eval_every == 0:
                     self.evaluate()
                 if settings.checkpoint_every and self.step % settings.checkpoint_every == 0:
@@ -157,7 +157,7 @@ class Trainer:
         data_seconds = time.perf_counter() - started
         micro_batches = [{k: v.to(self.device, non_blocking=True) for k, v in b.items()} for b in micro_batches]
         targets = all_reduce_sum(
-            torch.stack([self.task.num_targets(b) for b in micro_batches]).sum().double(), self.env)
+            torch.stack([self.batch_loss.num_targets(b) for b in micro_batches]).sum().double(), self.env)
         # DDP averages gradients over ranks, hence the world_size factor: the step's loss is sum / targets.
         scale = self.env.world_size / targets.clamp(min=1).item()
         module = self.ddp or self.model
@@ -166,7 +166,7 @@ class Trainer:
         for index, batch in enumerate(micro_batches):
             last = index == len(micro_batches) - 1
             with (nullcontext() if last or self.ddp is None else self.ddp.no_sync()), self._autocast():
-                micro_loss, _ = self.task.loss(module, batch)
+                micro_loss, _ = self.batch_loss.loss(module, batch)
                 (micro_loss * scale).backward()
             loss_sum += micro_loss.detach().double()
         loss = (all_reduce_sum(loss_sum, self.env) / targets.clamp(min=1)).item()
@@ -183,7 +183,7 @@ class Trainer:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        tokens = sum(self.task.num_tokens(b) for b in micro_batches) * self.env.world_size
+        tokens = sum(self.batch_loss.num_tokens(b) for b in micro_batches) * self.env.world_size
         return StepStats(loss, grad_norm, lr, tokens, time.perf_counter() - started, data_seconds)
 
     def _lr(self) -> float:
@@ -197,7 +197,7 @@ class Trainer:
         """One validation pass, logged; None when there is no validation data."""
         if self.eval_batches is None:
             return None
-        metrics = evaluate_model(self.model, self.task, self.eval_batches(), self.env, self.device,
+        metrics = evaluate_model(self.model, self.batch_loss, self.eval_batches(), self.env, self.device,
                                  self.settings.precision, self.settings.eval_batches)
         if metrics is not None:
             self.logger.log(self.step, "validation", metrics)
@@ -211,9 +211,9 @@ def autocast(device: torch.device, precision: str):
 
 
 @torch.no_grad()
-def evaluate_model(model: nn.Module, task: Task, batches: Iterable[Batch], env: DistEnv, device: torch.device,
+def evaluate_model(model: nn.Module, batch_loss: BatchLoss, batches: Iterable[Batch], env: DistEnv, device: torch.device,
                    precision: str = "fp32", max_batches: int = 0) -> dict[str, float] | None:
-    """Per-target-token averages of ``task.eval_sums`` over ``batches`` (summed over ranks); None if no targets.
+    """Per-target-token averages of ``batch_loss.eval_sums`` over ``batches`` (summed over ranks); None if no targets.
 
     ``max_batches`` > 0 stops after that many micro-batches per rank (every rank must get the same count).
     """
@@ -225,7 +225,7 @@ def evaluate_model(model: nn.Module, task: Task, batches: Iterable[Batch], env: 
             break
         batch = {k: v.to(device) for k, v in batch.items()}
         with autocast(device, precision):
-            for key, value in task.eval_sums(model, batch).items():
+            for key, value in batch_loss.eval_sums(model, batch).items():
                 totals[key] = totals.get(key, 0) + value.detach().double()
     model.train(was_training)
     names = all_gather_objects(sorted(totals), env)[0]

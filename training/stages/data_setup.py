@@ -34,8 +34,8 @@ from ..data.token_index import SampleIndex, TokenDataError, build_sample_index
 from ..objectives import make_objective
 from ..objectives.decoder_rows import DecoderRowBuilder
 from ..objectives.packing import EncDecRowBuilder
-from ..tasks import DecoderTask, EncDecTask
-from ..trainer import Task
+from ..batch_losses import DecoderLoss, EncDecLoss
+from ..trainer import BatchLoss
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class PretrainData:
     validation: SampleIndex | None
     row_builder: RowBuilder
     vocab_size: int
-    task: Task
+    batch_loss: BatchLoss
 
 
 def token_manifest(tokens_dir: str) -> Manifest:
@@ -152,11 +152,11 @@ def pretrain_data(cfg: DictConfig, decoder_only: bool | None = None) -> Pretrain
         decoder_only = section(cfg, "model").get("name") == "gpt"
     if decoder_only:
         row_builder: RowBuilder = DecoderRowBuilder(objective, inputs_length, targets_length, seed=int(cfg.seed))
-        task: Task = DecoderTask()
+        batch_loss: BatchLoss = DecoderLoss()
     else:
         row_builder = EncDecRowBuilder(objective, inputs_length, targets_length, seed=int(cfg.seed))
-        task = EncDecTask(z_loss=float(cfg.z_loss))
-    return PretrainData(index(data["train_split"]), validation, row_builder, vocab_size, task)
+        batch_loss = EncDecLoss(z_loss=float(cfg.z_loss))
+    return PretrainData(index(data["train_split"]), validation, row_builder, vocab_size, batch_loss)
 
 
 def load_vocabulary(path: str) -> SentencePieceVocabulary:

@@ -37,7 +37,7 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
                              "set data.validation_split=<split>")
     batches = eval_batches(data.validation, ctx.env.rank, ctx.env.world_size, ctx.settings.micro_batch_size,
                            data.row_builder)
-    metrics = evaluate_model(model, data.task, batches, ctx.env, ctx.device, ctx.settings.precision)
+    metrics = evaluate_model(model, data.batch_loss, batches, ctx.env, ctx.device, ctx.settings.precision)
     with MetricsLogger(ctx.run_dir, enabled=ctx.env.is_main, tensorboard=False) as logger:
         logger.log(int(state["step"]), "validation", metrics or {})
     return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]), "validation": metrics}

@@ -26,7 +26,7 @@ from ..data.text_to_text import TextPairsError, encode_pairs, load_text_pairs
 from ..distributed import DistEnv, gather_in_item_order, rank_share
 from ..metrics import exact_match
 from ..models.t5 import T5
-from ..tasks import EncDecTask
+from ..batch_losses import EncDecLoss
 from ..trainer import Trainer, evaluate_model
 from .data_setup import load_vocabulary, pretrain_data
 from .model_setup import model_from_checkpoint, model_from_config, model_from_init
@@ -151,7 +151,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
         return _rank_batches(rows, ctx.env, settings.micro_batch_size)
 
     unfreeze = int(cfg.finetune.unfreeze_every)
-    trainer = Trainer(settings, ctx.run_dir, model, EncDecTask(z_loss=float(cfg.z_loss)), optimizer, scheduler,
+    trainer = Trainer(settings, ctx.run_dir, model, EncDecLoss(z_loss=float(cfg.z_loss)), optimizer, scheduler,
                       train_batches, stream.grad_accum, ctx.env, ctx.device,
                       eval_batches=validation_batches if validation else None,
                       checkpoint_extra={"model_spec": spec, "data_fingerprint": stream.fingerprint,
@@ -178,7 +178,7 @@ def score_task(model: nn.Module, task: TaskData, vocab: SentencePieceVocabulary,
     """Teacher-forced loss/token accuracy and greedy-decode exact match of one task's validation pairs."""
     rows = [task.validation.row(i) for i in range(task.validation.size)]
     batch_size = ctx.settings.micro_batch_size
-    metrics = evaluate_model(model, EncDecTask(), _rank_batches(rows, ctx.env, batch_size), ctx.env, ctx.device,
+    metrics = evaluate_model(model, EncDecLoss(), _rank_batches(rows, ctx.env, batch_size), ctx.env, ctx.device,
                              ctx.settings.precision) or {}
     model.eval()
     predictions = []

@@ -44,7 +44,7 @@ def build_pretrain_trainer(cfg: DictConfig, ctx: RunContext) -> Trainer:
 
     extra: dict[str, Any] = {"model_spec": model_spec, "data_fingerprint": stream.fingerprint,
                              "config": section(cfg, "objective") | {"stage": cfg.stage}}
-    trainer = Trainer(settings, ctx.run_dir, model, data.task, optimizer, scheduler, train_batches, plan.grad_accum,
+    trainer = Trainer(settings, ctx.run_dir, model, data.batch_loss, optimizer, scheduler, train_batches, plan.grad_accum,
                       ctx.env, ctx.device,
                       eval_batches=validation_batches if data.validation is not None else None,
                       checkpoint_extra=extra)

@@ -19,8 +19,8 @@ from ..data.row_batches import RowBatches, RowSet, length_order, row_set_eval_ba
 from ..distributed import DistEnv, init_distributed, select_device
 from ..optim import build_optimizer, decay_groups
 from ..schedules import build_schedule
-from ..tasks import DecoderTask
-from ..trainer import Task, Trainer
+from ..batch_losses import DecoderLoss
+from ..trainer import BatchLoss, Trainer
 from .data_setup import RowCorpus
 from .model_setup import initial_model, run_folder
 
@@ -87,7 +87,7 @@ def restore(trainer: Trainer, cfg: DictConfig, data_fingerprint: str) -> None:
     trainer.load_state_dict(state)
     if trainer.env.is_main:
         log.info("resumed from %s at step %d", found, trainer.step)
-def row_set_trainer(cfg: DictConfig, ctx: RunContext, train: RowSet, validation: RowSet | None, task: Task,
+def row_set_trainer(cfg: DictConfig, ctx: RunContext, train: RowSet, validation: RowSet | None, batch_loss: BatchLoss,
                     model: torch.nn.Module, model_spec: dict[str, Any],
                     validation_length: Callable[[dict[str, np.ndarray]], int] | None = None) -> Trainer:
     """A :class:`Trainer` over ``train`` (every item each epoch: the last batch is completed from the same epoch's
@@ -111,7 +111,7 @@ def row_set_trainer(cfg: DictConfig, ctx: RunContext, train: RowSet, validation:
         return row_set_eval_batches(validation, ctx.env.rank, ctx.env.world_size, settings.micro_batch_size, order)
 
     extra = {"model_spec": model_spec, "data_fingerprint": stream.fingerprint, "config": {"stage": cfg.stage}}
-    trainer = Trainer(settings, ctx.run_dir, model, task, optimizer, scheduler, train_batches, plan.grad_accum,
+    trainer = Trainer(settings, ctx.run_dir, model, batch_loss, optimizer, scheduler, train_batches, plan.grad_accum,
                       ctx.env, ctx.device, eval_batches=validation_batches if validation is not None else None,
                       checkpoint_extra=extra)
     restore(trainer, cfg, stream.fingerprint)
@@ -146,5 +146,5 @@ def pretrain_on_rows(cfg: DictConfig, corpus: RowCorpus) -> dict[str, Any]:
         for name, text in corpus.run_files.items():
             (ctx.run_dir / name).write_text(text, encoding="utf-8")
     model, spec = initial_model(cfg, corpus.vocab_size)
-    trainer = row_set_trainer(cfg, ctx, corpus.train, corpus.validation, DecoderTask(), model, spec)
+    trainer = row_set_trainer(cfg, ctx, corpus.train, corpus.validation, DecoderLoss(), model, spec)
     return fit_summary(ctx, trainer)

@@ -35,7 +35,7 @@ from .estimators import evaluate_vae
 from .gpt2_tokenizer import GPT2TokenizerVocabulary
 from .model import AdaVAE, AdaVAEConfig
 from .trained import run_vocabulary, trained_vae
-from .vae_loss import VAESchedule, VAETask, sentence_length, sentence_view
+from .vae_loss import VAESchedule, VAELoss, sentence_length, sentence_view
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +77,9 @@ def _settings(cfg: DictConfig) -> tuple[dict[str, Any], AdaVAEConfig]:
         raise TrainConfigError(f"bad model settings for adavae: {error}") from None
 
 
-def _task(cfg: DictConfig) -> VAETask:
+def _vae_loss(cfg: DictConfig) -> VAELoss:
     objective = section(cfg, "objective")
-    return VAETask(rate=float(objective["kl_rate"]), free_bits=str(objective["free_bits"]),
+    return VAELoss(rate=float(objective["kl_rate"]), free_bits=str(objective["free_bits"]),
                    reconstruction=str(objective["reconstruction"]))
 
 
@@ -95,11 +95,11 @@ def run_adavae_train(cfg: DictConfig) -> dict[str, Any]:
     positions = backbone.config.block_size
     train = sentence_row_set(data, "train", vocab, positions=positions)
     validation = sentence_row_set(data, "validation", vocab, positions=positions) if data.get("validation") else None
-    task = _task(cfg)
+    vae_loss = _vae_loss(cfg)
     # the optimizer holds every phase's parameters; validation batches sentences of similar length
-    trainer = row_set_trainer(cfg, ctx, train, validation, task, model, spec, validation_length=sentence_length)
+    trainer = row_set_trainer(cfg, ctx, train, validation, vae_loss, model, spec, validation_length=sentence_length)
     total = ctx.settings.max_steps
-    trainer.step_hook = VAESchedule(task, model, total, int(total * float(objective["phase_two_fraction"])),
+    trainer.step_hook = VAESchedule(vae_loss, model, total, int(total * float(objective["phase_two_fraction"])),
                                     int(objective["cycles"]), float(objective["ratio_zero"]),
                                     float(objective["ratio_increase"]), float(objective["beta_max"]))
     if ctx.env.is_main:

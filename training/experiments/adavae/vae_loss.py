@@ -1,4 +1,4 @@
-"""The trainer's :class:`~c4prep.training.trainer.Task` for AdaVAE, and the per-step schedule of beta and phases.
+"""The trainer's :class:`~c4prep.training.trainer.BatchLoss` for AdaVAE, and the per-step schedule of beta and phases.
 
 Batches are decoder rows of whole sentences (``input_tokens`` = BOS w_1..w_n, ``target_tokens`` = w_1..w_n EOS,
 ``loss_weights`` marking those n + 1 positions; ``data.sentences.SentenceRows``). The trainer divides the summed
@@ -41,7 +41,7 @@ def sentence_length(row: dict[str, np.ndarray]) -> int:
 
 
 @dataclass
-class VAETask:
+class VAELoss:
     """reconstruction + beta * free-bits KL (``objective.vae_loss``); ``beta`` is set by :class:`VAESchedule`."""
 
     rate: float = 0.5
@@ -86,7 +86,7 @@ class VAESchedule:
     """Before each optimizer step: beta from the cyclic annealing schedule, and the training phase (decoder side
     joins at ``phase_two_step``; 0 = from the start)."""
 
-    task: VAETask
+    vae_loss: VAELoss
     model: nn.Module
     total_steps: int
     phase_two_step: int
@@ -96,7 +96,7 @@ class VAESchedule:
     beta_max: float = 1.0
 
     def __call__(self, step: int) -> None:
-        self.task.beta = cyclic_beta(step, self.total_steps, self.cycles, self.ratio_zero, self.ratio_increase,
+        self.vae_loss.beta = cyclic_beta(step, self.total_steps, self.cycles, self.ratio_zero, self.ratio_increase,
                                      self.beta_max)
         phase = 2 if step >= self.phase_two_step else 1
         if phase != self.model.phase:

@@ -25,7 +25,7 @@ from ...models.gpt import GPT
 from ...stages.data_setup import RowCorpus
 from ...stages.model_setup import model_from_checkpoint, model_from_config, model_from_init
 from ...stages.run import RunContext, fit_summary, pretrain_on_rows, row_set_trainer, start_run
-from ...tasks import DecoderTask
+from ...batch_losses import DecoderLoss
 from ...trainer import autocast
 from .birth_places import (
     BirthPlaceRows,
@@ -88,7 +88,7 @@ def run_a5_finetune(cfg: DictConfig) -> dict[str, Any]:
         log.info("no init_from: fine-tuning a randomly initialised model (the handout's no-pretraining run)")
         model, spec = model_from_config(cfg, vocab.vocab_size)
     key = content_fingerprint(repr(pairs), block_size=int(data["block_size"]), kind="birth_places")
-    trainer = row_set_trainer(cfg, ctx, RowSet(rows, len(rows), key), None, DecoderTask(), model, spec)
+    trainer = row_set_trainer(cfg, ctx, RowSet(rows, len(rows), key), None, DecoderLoss(), model, spec)
     summary = fit_summary(ctx, trainer)
     summary["evaluation"] = answer_questions(cfg, ctx, model, vocab)
     return summary

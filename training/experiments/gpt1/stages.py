@@ -21,7 +21,7 @@ from ...models.gpt import GPT
 from ...stages.data_setup import load_vocabulary
 from ...stages.model_setup import finetuning_state, model_from_checkpoint
 from ...stages.run import fit_summary, row_set_trainer, start_run
-from ...tasks import ClassificationTask
+from ...batch_losses import ClassificationLoss
 from .classifier import GPTClassifier
 from .input_transforms import FinetuneDataError, FinetuneExample, FinetuneRows, SpecialTokens, classification_sequences
 from .yelp import balanced_sample, read_yelp
@@ -75,5 +75,5 @@ def run_classification(cfg: DictConfig) -> dict[str, Any]:
     key = content_fingerprint(repr(train), max_length=max_length, vocab_size=special.size)
     trainer = row_set_trainer(cfg, ctx, RowSet(train_rows, len(train_rows), key),
                               RowSet(eval_rows, len(eval_rows), key + "-eval"),
-                              ClassificationTask(lm_weight=float(data["lm_weight"])), model, spec)
+                              ClassificationLoss(lm_weight=float(data["lm_weight"])), model, spec)
     return fit_summary(ctx, trainer)

@@ -1,4 +1,4 @@
-"""How batches are scored: the :class:`~c4prep.training.trainer.Task` of each model family and stage."""
+"""How batches are scored: the :class:`~c4prep.training.trainer.BatchLoss` of each model family and stage."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +20,7 @@ def token_eval_sums(logits: torch.Tensor, targets: torch.Tensor, weights: torch.
 
 
 @dataclass(frozen=True)
-class EncDecTask:
+class EncDecLoss:
     """Encoder-decoder text-to-text batches (seqio feature names): token cross-entropy on the targets."""
 
     z_loss: float = 0.0
@@ -53,7 +53,7 @@ def _decoder_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 @dataclass(frozen=True)
-class DecoderTask:
+class DecoderLoss:
     """Decoder-only rows (``objectives.decoder_rows``): next-token cross-entropy where ``loss_weights`` is set."""
 
     def loss(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,7 +70,7 @@ class DecoderTask:
 
 
 @dataclass(frozen=True)
-class ClassificationTask:
+class ClassificationLoss:
     """GPT-1 fine-tuning (section 3.2): ``L3 = L2 + lm_weight * L1`` per example, i.e. the classifier's
     cross-entropy plus the auxiliary LM loss (the mean next-token loss over the example's transformed input).
     Rows come from ``data.gpt_tasks``; an optimizer step averages over examples."""
