@@ -1,16 +1,13 @@
-"""Shared Beam plumbing for every stage that runs a Beam job: options, counters, shard stats from staging."""
+"""Shared Beam plumbing for every stage that runs a Beam job: options, runs to completion, counters."""
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import (
     PipelineOptions,
@@ -26,7 +23,7 @@ from apache_beam.runners.runner import PipelineRunner
 from apache_beam.transforms.environments import Environment
 
 from c4prep.manifest import Counters
-from c4prep.shards import ShardInfo, atomic_output, join_uri
+from c4prep.runner_results import JobInputError, RunnerSetupError, collect_counters
 
 REMOTE_RUNNERS = ("DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
@@ -35,11 +32,6 @@ RUNNER_ALIASES = {
     "DaskRunner": DASK_RUNNER,  # Beam knows its DaskRunner only by the full class path
     "DirectRunner": OFFLINE_DIRECT_RUNNER,  # never Beam's Prism download
 }
-INFO_SUFFIX = ".info.json"
-
-
-class RunnerSetupError(ValueError):
-    """The runner cannot run this job as set up (the message says what to pass or install)."""
 
 
 class OfflineDirectRunner(PipelineRunner):
@@ -97,11 +89,6 @@ def split_beam_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
     parser = beam_option_parser()
     _, unknown = parser.parse_known_args(list(args))
     return unknown, [option for action in parser._actions for option in action.option_strings]
-
-
-class JobInputError(RuntimeError):
-    """A job stopped by a problem with its input or output (a damaged shard, a folder it cannot write), reported by
-    a worker; the message is that problem's one line."""
 
 
 # Errors a worker raises for a problem with the data or the storage rather than a bug, as Beam relays them: the
@@ -216,35 +203,3 @@ class CounterCache:
         if counter is None:
             counter = self._counters[name] = Metrics.counter(self.namespace, name)
         counter.inc(value)
-
-
-def sum_counters(counts: Iterable[tuple[str, str, int]]) -> Counters:
-    """(namespace, name, value) counts summed into counters: namespace -> name -> value, sorted."""
-    counters: Counters = {}
-    for namespace, name, value in counts:
-        names = counters.setdefault(namespace, {})
-        names[name] = names.get(name, 0) + value
-    return {namespace: dict(sorted(names.items())) for namespace, names in sorted(counters.items())}
-
-
-def collect_counters(result) -> Counters:
-    """A finished job's counters summed over steps: namespace -> name -> value."""
-    return sum_counters(
-        (metric.key.metric.namespace, metric.key.metric.name,
-         int((metric.committed if metric.committed is not None else metric.attempted) or 0))
-        for metric in result.metrics().query()["counters"])
-
-
-def write_info_file(directory: str, info: ShardInfo) -> None:
-    """Record a written shard's stats next to it so the driver can build the manifest without reading shards."""
-    with atomic_output(join_uri(directory, info.name + INFO_SUFFIX)) as stream:
-        stream.write(json.dumps(asdict(info), sort_keys=True).encode("utf-8"))
-
-
-def read_shard_infos(staging_dir: str) -> list[ShardInfo]:
-    """Stats of the shards the workers wrote into `staging_dir`, from their info files."""
-    infos = []
-    for metadata in FileSystems.match([join_uri(staging_dir, "*" + INFO_SUFFIX)])[0].metadata_list:
-        with FileSystems.open(metadata.path) as handle:
-            infos.append(ShardInfo(**json.loads(handle.read())))
-    return infos

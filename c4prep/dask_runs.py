@@ -17,8 +17,8 @@ import distributed
 from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
-from c4prep.beam_runs import RunnerSetupError, sum_counters
 from c4prep.manifest import Counters
+from c4prep.runner_results import RunnerSetupError, sum_counters
 
 TOPIC = "c4prep-task-counters"
 WORKER_PLUGIN = "c4prep-report-task-counters"

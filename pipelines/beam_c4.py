@@ -13,9 +13,10 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 
-from c4prep.beam_runs import CounterCache, write_info_file
+from c4prep.beam_runs import CounterCache
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import batched, join_uri, num_shards_for, shard_name, write_shard
+from c4prep.staged_output import write_info_file
 
 from . import c4_rules
 from .funnel import READ_NAMESPACE, WRITE_NAMESPACE

@@ -61,8 +61,9 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     """
     from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions
 
-    from c4prep.beam_runs import JobInputError, RunnerSetupError, is_dry_run
+    from c4prep.beam_runs import is_dry_run
     from c4prep.manifest import ManifestError
+    from c4prep.runner_results import JobInputError, RunnerSetupError
 
     from .funnel import format_funnel, format_input_problems
     from .run_c4 import DataLossError, InputError, RunConfig, bundled_sample, run_c4

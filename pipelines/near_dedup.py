@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import struct
 from collections import defaultdict
 from dataclasses import dataclass
@@ -81,13 +80,10 @@ class NearDedupNotConvergedError(RuntimeError):
     """Label propagation still changed labels in its last allowed round."""
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 @dataclass(frozen=True)
 class NearDedupConfig:
-    """Parameters of the near-dedup stage. Defaults and why:
+    """Parameters of the near-dedup stage: a corpus variant's `near_dedup_params`, whose loading checks their types
+    (`variants.load_variant`); construction checks their values. Defaults and why:
 
     - `ngram=5`: word 5-grams (on lowercased, whitespace-normalised text) are the common choice for web-document
       near-dedup (datatrove, FineWeb, Gopher); shorter n-grams make unrelated pages on one topic look alike,
@@ -116,26 +112,25 @@ class NearDedupConfig:
     max_rounds: int = 16
 
     def __post_init__(self) -> None:
-        if not _is_int(self.ngram) or self.ngram < 1:
+        if self.ngram < 1:
             raise ValueError(f"ngram must be an integer >= 1, got {self.ngram!r}")
-        if not _is_int(self.num_perm) or not 1 <= self.num_perm <= 65_536:
+        if not 1 <= self.num_perm <= 65_536:
             raise ValueError(f"num_perm must be an integer in [1, 65536], got {self.num_perm!r}")
-        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
-                or not 0.0 < self.threshold <= 1.0 or math.isnan(self.threshold):
+        if not 0.0 < self.threshold <= 1.0:  # NaN included
             raise ValueError(f"threshold must be a number in (0, 1], got {self.threshold!r}")
         if (self.bands is None) != (self.rows is None):
             raise ValueError(f"give both bands and rows or neither, got bands={self.bands!r} rows={self.rows!r}")
         if self.bands is not None:
-            if not _is_int(self.bands) or not _is_int(self.rows) or self.bands < 1 or self.rows < 1:
+            if self.bands < 1 or self.rows < 1:
                 raise ValueError(f"bands and rows must be integers >= 1, got bands={self.bands!r} rows={self.rows!r}")
             if self.bands * self.rows > self.num_perm:
                 raise ValueError(
                     f"bands * rows must be <= num_perm: {self.bands} * {self.rows} > {self.num_perm}")
-        if not _is_int(self.seed) or not 0 <= self.seed < 2**32:
+        if not 0 <= self.seed < 2**32:
             raise ValueError(f"seed must be an integer in [0, 2**32), got {self.seed!r}")
-        if not _is_int(self.max_bucket_size) or self.max_bucket_size < 2:
+        if self.max_bucket_size < 2:
             raise ValueError(f"max_bucket_size must be an integer >= 2, got {self.max_bucket_size!r}")
-        if not _is_int(self.max_rounds) or self.max_rounds < 1:
+        if self.max_rounds < 1:
             raise ValueError(f"max_rounds must be an integer >= 1, got {self.max_rounds!r}")
 
     @property

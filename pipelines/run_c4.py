@@ -9,25 +9,12 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from c4prep.beam_runs import (
-    RunnerSetupError,
-    dry_run,
-    is_dask_runner,
-    new_pipeline,
-    pipeline_options,
-    read_shard_infos,
-    run_to_completion,
-)
-from c4prep.manifest import (
-    Manifest,
-    build_manifest,
-    check_output_folder,
-    commit_output,
-    new_staging_uri,
-    repair_output,
-)
+from c4prep.beam_runs import dry_run, is_dask_runner, new_pipeline, pipeline_options, run_to_completion
+from c4prep.manifest import Manifest, build_manifest, check_output_folder, new_staging_uri
+from c4prep.runner_results import RunnerSetupError
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, write_shard
+from c4prep.staged_output import staged_output
 
 from . import c4_rules
 from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
@@ -141,7 +128,7 @@ def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: s
     if variant.badwords:
         pages = pages | "CheckBadwords" >> apply_rule(c4_rules.check_badwords)
     if variant.near_dedup:  # last, so that every near-duplicate cluster keeps a page that is really published
-        pages = pages | "NearDedup" >> NearDedup()
+        pages = pages | "NearDedup" >> NearDedup(variant.near_dedup_params)
     return pages | "WriteShards" >> WriteDocumentShards(staging_dir, config.num_shards)
 
 
@@ -185,22 +172,17 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     check_output_folder(config.output)
     options = pipeline_options(config.runner, list(beam_args or []))
     pipeline = new_pipeline(options)
-    repair_output(config.output)
-    staging_dir = new_staging_uri(config.output)
-    build_c4_pipeline(pipeline, config, staging_dir)
-    counters = run_to_completion(pipeline, options)
-    funnel = build_funnel(counters)
-    try:
+    with staged_output(config.output) as staging:
+        build_c4_pipeline(pipeline, config, staging.uri)
+        counters = run_to_completion(pipeline, options)
+        funnel = build_funnel(counters)
         check_publishable(funnel, config)
-    except (DataLossError, EmptyRunError):
-        repair_output(config.output)
-        raise
-    infos = complete_empty_shards(staging_dir, read_shard_infos(staging_dir), config.num_shards)
-    manifest = build_manifest(
-        DOCUMENT_SCHEMA,
-        infos,
-        config={**asdict(config), "rules": "TFDS c4 3.1.0"},
-        counters=counters,
-        extra={"funnel": funnel.to_dict()},
-    )
-    return RunResult(commit_output(config.output, staging_dir, manifest), funnel)
+        infos = complete_empty_shards(staging.uri, staging.shard_infos(), config.num_shards)
+        manifest = build_manifest(
+            DOCUMENT_SCHEMA,
+            infos,
+            config={**asdict(config), "rules": "TFDS c4 3.1.0"},
+            counters=counters,
+            extra={"funnel": funnel.to_dict()},
+        )
+        return RunResult(staging.commit(manifest), funnel)

@@ -1,4 +1,8 @@
-"""Corpus variants: named, editable YAML presets (`configs/corpus/*.yaml`) that choose the pipeline's stages."""
+"""Corpus variants: named, editable YAML presets (`configs/corpus/*.yaml`) that choose the pipeline's stages.
+
+A variant is loaded into the structured config `CorpusVariant`: OmegaConf refuses unknown keys and values of the
+wrong type, the dataclasses check the values.
+"""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -10,6 +14,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from .dedup import DEDUP_MODES
+from .near_dedup import NearDedupConfig
 
 BUNDLED = "bundled"
 
@@ -27,6 +32,7 @@ class CorpusVariant:
     clean: bool = True
     dedup: str = "sentences"
     near_dedup: bool = False
+    near_dedup_params: NearDedupConfig = field(default_factory=NearDedupConfig)
     badwords: bool = True
     realnews_domains: str | None = None
     webtext_filter: bool = False
@@ -56,12 +62,21 @@ def _preset_text(name_or_path: str) -> str:
 
 def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) -> CorpusVariant:
     """A bundled preset (by name) or a YAML file (by path), with `overrides` applied, validated."""
+    schema = OmegaConf.structured(CorpusVariant)
+    OmegaConf.set_readonly(schema.near_dedup_params, False)  # a frozen dataclass's node would refuse the merge
     try:
-        config = OmegaConf.merge(OmegaConf.structured(CorpusVariant), OmegaConf.create(_preset_text(name_or_path)),
+        config = OmegaConf.merge(schema, OmegaConf.create(_preset_text(name_or_path)),
                                  OmegaConf.create(dict(overrides or {})))
-        variant = CorpusVariant(**OmegaConf.to_container(config))
+        values = OmegaConf.to_container(config)
     except OmegaConfBaseException as error:
-        raise VariantError(f"variant {name_or_path!r}: {str(error).splitlines()[0]}") from None
+        message = str(error).splitlines()[0]
+        where = f"{error.full_key}: " if error.full_key and error.full_key not in message else ""
+        raise VariantError(f"variant {name_or_path!r}: {where}{message}") from None
+    try:
+        near_dedup_params = NearDedupConfig(**values.pop("near_dedup_params"))
+    except ValueError as error:
+        raise VariantError(f"variant {name_or_path!r}: near_dedup_params: {error}") from None
+    variant = CorpusVariant(**values, near_dedup_params=near_dedup_params)
     if variant.dedup not in DEDUP_MODES:
         raise VariantError(f"variant {variant.name!r}: dedup must be one of {', '.join(DEDUP_MODES)}, "
                            f"not {variant.dedup!r}")

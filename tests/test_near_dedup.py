@@ -23,6 +23,7 @@ from c4prep.pipelines.near_dedup import (
     signature_jaccard,
     survivor_labels,
 )
+from c4prep.pipelines.variants import VariantError, load_variant
 
 
 def _load_bench():
@@ -52,13 +53,27 @@ def test_shingles_lowercase_whitespace_and_short_texts():
 
 
 @pytest.mark.parametrize("kwargs", [
-    {"ngram": 0}, {"ngram": 2.0}, {"num_perm": 0}, {"threshold": 0.0}, {"threshold": 1.5},
-    {"threshold": float("nan")}, {"threshold": True}, {"bands": 4}, {"rows": 4}, {"bands": 0, "rows": 4},
+    {"ngram": 0}, {"num_perm": 0}, {"threshold": 0.0}, {"threshold": 1.5},
+    {"threshold": float("nan")}, {"bands": 4}, {"rows": 4}, {"bands": 0, "rows": 4},
     {"bands": 20, "rows": 7}, {"seed": -1}, {"seed": 2**32}, {"max_bucket_size": 1}, {"max_rounds": 0},
 ])
 def test_config_validation(kwargs):
     with pytest.raises(ValueError):
         NearDedupConfig(**kwargs)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"ngram": 2.0}, "near_dedup_params.ngram: Value '2.0' of type 'float' could not be converted to Integer"),
+    ({"threshold": True}, "near_dedup_params.threshold: Value 'True' of type 'bool' could not be converted to Float"),
+    ({"threshold": 1.5}, "near_dedup_params: threshold must be a number in (0, 1], got 1.5"),
+    ({"shingles": 3}, "near_dedup_params.shingles: Key 'shingles' not in 'NearDedupConfig'"),
+])
+def test_config_types_are_checked_where_a_variant_sets_them(params, message):
+    """Wrong types (and values) in a variant's `near_dedup_params` are refused, in one line, when it loads."""
+    with pytest.raises(VariantError) as refused:
+        load_variant("en", {"near_dedup_params": params})
+    assert str(refused.value) == f"variant 'en': {message}"
+    assert isinstance(refused.value, ValueError)
 
 
 def test_band_params():

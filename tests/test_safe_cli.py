@@ -57,6 +57,15 @@ def test_a_positional_argument_is_refused(tmp_path):
     assert "unexpected argument 'stray'" in line
 
 
+def test_a_wrong_type_in_a_variant_file_is_refused_before_anything_runs(tmp_path):
+    variant = tmp_path / "mine.yaml"
+    variant.write_text("name: mine\nnear_dedup: true\nnear_dedup_params:\n  ngram: 2.5\n")
+    line = _one_line_error(_invoke("run", "--variant", str(variant), "--output", str(tmp_path / "out")))
+    assert line == (f"Error: variant {str(variant)!r}: near_dedup_params.ngram: Value '2.5' of type 'float' could "
+                    "not be converted to Integer")
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_run_that_keeps_no_page_leaves_the_published_corpus(published, tmp_path):
     before = _snapshot(published)
     empty = tmp_path / "inputs"

@@ -147,13 +147,19 @@ def test_noblocklist_is_a_superset_of_en(tmp_path, webdata):
     assert len(outputs["en.noblocklist"]) - len(outputs["en"]) == dropped_by_badwords > 0
 
 
-def test_near_dedup_stage_in_the_pipeline(tmp_path, c4_texts):
-    """Re-posted copies of real documents under other URLs (one extra line) are removed; one copy survives."""
+def _reposted(c4_texts) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(10 real documents, re-posted copies of 5 of them under other URLs with one extra line)."""
     long_texts = [text for text in c4_texts if len(text.split()) >= 200][:10]  # one line is a small change
     assert len(long_texts) == 10
     originals = [(f"https://site-{i}.example.com/post", text) for i, text in enumerate(long_texts)]
     reposts = [(f"https://mirror-{i}.example.net/copy", text + "\nShared from the original site with thanks.")
                for i, text in enumerate(long_texts[:5])]
+    return originals, reposts
+
+
+def test_near_dedup_stage_in_the_pipeline(tmp_path, c4_texts):
+    """Re-posted copies of real documents under other URLs (one extra line) are removed; one copy survives."""
+    originals, reposts = _reposted(c4_texts)
     config = RunConfig(output=str(tmp_path / "out"),
                        inputs=[write_jsonl(tmp_path / "pages.jsonl", originals + reposts)],
                        variant=load_variant("en", {"dedup": "none", "near_dedup": True}))
@@ -165,3 +171,18 @@ def test_near_dedup_stage_in_the_pipeline(tmp_path, c4_texts):
     for i in range(5):  # exactly one page of each pair survives: the one whose URL has the smaller md5
         pair = {originals[i][0], reposts[i][0]}
         assert kept & pair == {min(pair, key=c4_rules.md5_hex)}
+
+
+def test_the_variants_near_dedup_params_reach_the_stage(tmp_path, c4_texts):
+    """At threshold 1.0 (set in the variant) a copy with one extra line is no near duplicate; the manifest says so."""
+    originals, reposts = _reposted(c4_texts)
+    config = RunConfig(output=str(tmp_path / "out"),
+                       inputs=[write_jsonl(tmp_path / "pages.jsonl", originals + reposts)],
+                       variant=load_variant("en", {"dedup": "none", "near_dedup": True,
+                                                   "near_dedup_params": {"threshold": 1.0}}))
+    result = run_c4(config)
+    manifest = read_manifest(config.output)
+    assert manifest.counters["near-dedup"]["passed"] == 15
+    assert "filtered:near_duplicate" not in manifest.counters["near-dedup"]  # a counter never bumped is absent
+    assert result.funnel.pages_out == 15 and result.funnel.reconciled
+    assert manifest.config["variant"]["near_dedup_params"]["threshold"] == 1.0

@@ -91,8 +91,8 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
 
     Any other option (e.g. --direct_running_mode=multi_processing --direct_num_workers=2) is passed to Beam.
     """
-    from c4prep.beam_runs import JobInputError, RunnerSetupError
     from c4prep.manifest import ManifestError
+    from c4prep.runner_results import JobInputError, RunnerSetupError
 
     from .run_tokenize import NAMESPACE, TokenizeConfig, TokenizeError, run_tokenize
     from .train_vocab import VocabError

@@ -2,7 +2,7 @@
 
 Token shard ``i`` of split ``s`` holds the documents of document shard ``i`` of split ``s``, in the same row
 order, so the output never depends on the runner or worker count. Shards are written into a staging folder and
-published with :func:`c4prep.manifest.commit_output`, like the corpus job.
+published as the corpus job publishes its own (:mod:`c4prep.staged_output`).
 """
 from __future__ import annotations
 
@@ -15,26 +15,17 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from c4prep.beam_runs import (
-    CounterCache,
-    new_pipeline,
-    pipeline_options,
-    read_shard_infos,
-    run_to_completion,
-    write_info_file,
-)
+from c4prep.beam_runs import CounterCache, new_pipeline, pipeline_options, run_to_completion
 from c4prep.manifest import (
     Manifest,
     build_manifest,
     check_output_folder,
-    commit_output,
     manifest_fingerprint,
-    new_staging_uri,
     read_listed_shard,
     read_manifest,
-    repair_output,
 )
 from c4prep.shards import join_uri, resolve_uri, write_shard
+from c4prep.staged_output import staged_output, write_info_file
 
 from .token_shards import token_batch, token_schema
 from .train_vocab import locate_vocabulary
@@ -125,25 +116,24 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
     model_sha256 = hashlib.sha256(vocab.model_proto).hexdigest()
     schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
     options = pipeline_options(config.runner, list(beam_args or []))
-    repair_output(config.output)
-    staging_dir = new_staging_uri(config.output)
     pipeline = new_pipeline(options)
-    _ = (
-        pipeline
-        | "ShardNames" >> beam.Create([shard.name for shard in source.shards])
-        | "SpreadShards" >> beam.Reshuffle()
-        | "Tokenize" >> beam.ParDo(_TokenizeShard(config, source, staging_dir, vocab, schema))
-    )
-    counters = run_to_completion(pipeline, options)
-    manifest = build_manifest(
-        schema,
-        sorted(read_shard_infos(staging_dir), key=lambda info: info.name),
-        config=asdict(config),
-        counters=counters,
-        extra={
-            "source": {"uri": config.input, "fingerprint": manifest_fingerprint(source)},
-            "vocabulary": {"model": model_uri, "model_sha256": model_sha256, "vocab_size": vocab.vocab_size,
-                           "extra_ids": config.extra_ids, "card": card},
-        },
-    )
-    return TokenizeResult(commit_output(config.output, staging_dir, manifest), counters)
+    with staged_output(config.output) as staging:
+        _ = (
+            pipeline
+            | "ShardNames" >> beam.Create([shard.name for shard in source.shards])
+            | "SpreadShards" >> beam.Reshuffle()
+            | "Tokenize" >> beam.ParDo(_TokenizeShard(config, source, staging.uri, vocab, schema))
+        )
+        counters = run_to_completion(pipeline, options)
+        manifest = build_manifest(
+            schema,
+            staging.shard_infos(),
+            config=asdict(config),
+            counters=counters,
+            extra={
+                "source": {"uri": config.input, "fingerprint": manifest_fingerprint(source)},
+                "vocabulary": {"model": model_uri, "model_sha256": model_sha256, "vocab_size": vocab.vocab_size,
+                               "extra_ids": config.extra_ids, "card": card},
+            },
+        )
+        return TokenizeResult(staging.commit(manifest), counters)

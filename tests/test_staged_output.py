@@ -1,0 +1,50 @@
+"""The staging protocol shared by `c4prep run` and `c4prep tokenize`: repair, stage, describe, commit or clean up."""
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from c4prep.manifest import MANIFEST_NAME, build_manifest, read_manifest
+from c4prep.shards import batched, shard_name, write_shard
+from c4prep.staged_output import StagedOutput, staged_output, write_info_file
+
+SCHEMA = pa.schema([pa.field("text", pa.string(), nullable=False)])
+
+
+def _write_shards(staging: StagedOutput, count: int, text: str) -> None:
+    """What a job's workers do: each shard with its info file."""
+    for index in reversed(range(count)):
+        info = write_shard(f"{staging.uri}/{shard_name('train', index, count)}", SCHEMA,
+                           batched([{"text": f"{text} {index}"}], SCHEMA))
+        write_info_file(staging.uri, info)
+
+
+def _publish(output: Path, count: int, text: str):
+    with staged_output(str(output)) as staging:
+        _write_shards(staging, count, text)
+        infos = staging.shard_infos()
+        return infos, staging.commit(build_manifest(SCHEMA, infos, config={}, counters={}))
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_what_the_block_staged_is_described_and_published(tmp_path):
+    output = tmp_path / "out"
+    (output / ".staging-killed-run").mkdir(parents=True)  # what a killed run left: repaired first
+    infos, published = _publish(output, 3, "first")
+    assert [info.name for info in infos] == [shard_name("train", index, 3) for index in range(3)]  # by name
+    assert sorted(path.name for path in output.iterdir()) == [published.data_dir, MANIFEST_NAME]
+    assert read_manifest(str(output)) == published and published.splits["train"].num_rows == 3
+
+
+def test_an_error_in_the_block_leaves_the_published_output_as_it_was(tmp_path):
+    output = tmp_path / "out"
+    _publish(output, 2, "first")
+    before = _snapshot(output)
+    with pytest.raises(RuntimeError, match="the job failed"):
+        with staged_output(str(output)) as staging:
+            _write_shards(staging, 4, "second")
+            raise RuntimeError("the job failed")
+    assert _snapshot(output) == before  # the failed run's staging folder is gone too
