@@ -197,7 +197,7 @@ def main() -> None:
                     evaluation.write_text(json.dumps(lm_test_metrics(run), indent=2) + "\n")
                 else:
                     train([*common, "stage=evaluate", f"init_from={run}", f"output_dir={evaluation.parent}",
-                           f"objective.iw_samples={args.iw_samples}"])
+                           f"evaluate.iw_samples={args.iw_samples}"])
             result = json.loads(evaluation.read_text())
             runs.setdefault(name, []).append(result)
             if name != LM:

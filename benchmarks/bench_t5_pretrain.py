@@ -146,20 +146,20 @@ def build_corpus(work: Path, vocab_size: int, heldout: int) -> dict[str, Any]:
 
 def sample_counts(tokens: Path, overrides: list[str]) -> dict[str, Any]:
     """Samples (packed rows) the pretrain stage builds from the token shards, with the experiment's settings."""
-    from omegaconf import OmegaConf
+    from dataclasses import asdict
 
     from c4prep.training.config import load_config
+    from c4prep.training.config_groups import model_settings
     from c4prep.training.stages.data_setup import pretrain_data
 
     cfg = load_config([f"experiment={EXPERIMENT}", f"data.tokens={tokens}", *overrides])
-    data = pretrain_data(cfg)
+    data = pretrain_data(cfg.data, cfg.objective, cfg.seed, cfg.model.name == "gpt", cfg.z_loss)
     out = {"train_samples": data.train.num_samples, "train_segments": data.train.num_segments,
            "train_tokens_in_segments": data.train.num_tokens,
            "validation_samples": data.validation.num_samples if data.validation is not None else 0,
-           "global_batch_size": int(cfg.trainer.global_batch_size),
-           "inputs_length": int(cfg.objective.inputs_length), "targets_length": int(cfg.objective.targets_length),
-           "model": OmegaConf.to_container(cfg.model), "optimizer": OmegaConf.to_container(cfg.optimizer),
-           "schedule": OmegaConf.to_container(cfg.schedule)}
+           "global_batch_size": cfg.trainer.global_batch_size,
+           "inputs_length": cfg.objective.inputs_length, "targets_length": cfg.objective.targets_length,
+           "model": model_settings(cfg.model), "optimizer": asdict(cfg.optimizer), "schedule": asdict(cfg.schedule)}
     out["steps_per_epoch"] = out["train_samples"] // out["global_batch_size"]
     return out
 

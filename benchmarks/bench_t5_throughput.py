@@ -36,10 +36,10 @@ from torch import nn
 from c4prep.training.losses import token_cross_entropy
 from c4prep.training.models.t5 import T5, num_parameters, t5_config
 from c4prep.training.models.t5_hf import hf_config, to_hf_state_dict
-from c4prep.training.objectives.packing import make_autoregressive_inputs
-from c4prep.training.objectives.span_corruption import (
-    nonnoise_span_to_unique_sentinel, noise_span_to_unique_sentinel, random_spans_length_plan,
-    random_spans_noise_mask, with_eos)
+from c4prep.training.data.encdec_rows import make_autoregressive_inputs
+from c4prep.training.objectives.lengths import random_spans_length_plan
+from c4prep.training.objectives.noise import (
+    nonnoise_span_to_unique_sentinel, noise_span_to_unique_sentinel, random_spans_noise_mask, with_eos)
 
 VOCAB_SIZE = 32_100  # 32,000 SentencePiece pieces + 100 sentinels; the model pads the rows to 32,128
 EOS_ID = 1

@@ -106,8 +106,8 @@ def test_adavae_trains_around_the_gpt2_and_keeps_it_frozen(vae_run, gpt2_dir):
 
 
 def test_per_word_ppl_counts_whitespace_words_and_per_token_ppl_bpe_tokens(vae_run, gpt2_dir, ptb_small, tmp_path):
-    assert main(["experiment=adavae_ptb", "stage=evaluate", f"init_from={vae_run}", "objective.iw_samples=4",
-                 "objective.iw_chunk=2", "trainer.micro_batch_size=8", *data_args(ptb_small),
+    assert main(["experiment=adavae_ptb", "stage=evaluate", f"init_from={vae_run}", "evaluate.iw_samples=4",
+                 "evaluate.iw_chunk=2", "trainer.micro_batch_size=8", *data_args(ptb_small),
                  f"output_dir={tmp_path}", *QUIET]) == 0
     result = json.loads((tmp_path / "evaluation.json").read_text())
     lines = ptb_small["test"].read_text().splitlines()
@@ -123,8 +123,8 @@ def test_per_word_ppl_counts_whitespace_words_and_per_token_ppl_bpe_tokens(vae_r
 
 
 def test_generation_decodes_text_and_encodes_with_bos_unmasked(vae_run, ptb_small, tmp_path, capsys):
-    assert main(["experiment=adavae_ptb", "stage=generate", f"init_from={vae_run}", "objective.generate.max_tokens=8",
-                 "objective.generate.interpolation_steps=2", *data_args(ptb_small), f"output_dir={tmp_path}",
+    assert main(["experiment=adavae_ptb", "stage=generate", f"init_from={vae_run}", "generate.max_tokens=8",
+                 "generate.interpolation_steps=2", *data_args(ptb_small), f"output_dir={tmp_path}",
                  *QUIET]) == 0
     result = json.loads((tmp_path / "generation.json").read_text())
     assert len(result["interpolation"]) == 4 and len(result["prior"]) == 5 and isinstance(result["analogy"], str)
@@ -144,7 +144,7 @@ def test_too_long_sentences_and_missing_tokenizers_are_one_line_errors(vae_run, 
                                                                         capsys):
     long_test = tmp_path / "long.txt"
     long_test.write_text("the end\n" + " ".join(["zyzzyva-quux"] * 60) + "\n")
-    assert main(["experiment=adavae_ptb", "stage=evaluate", f"init_from={vae_run}", "objective.iw_samples=2",
+    assert main(["experiment=adavae_ptb", "stage=evaluate", f"init_from={vae_run}", "evaluate.iw_samples=2",
                  *data_args(ptb_small, long_test), f"output_dir={tmp_path / 'eval'}", *QUIET]) == 2
     (error,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("train: error:")]
     assert "data.test: sentence 2 needs" in error and "more than the rows' 128" in error

@@ -3,7 +3,7 @@ import math
 
 import pytest
 import torch
-from c4prep.training.experiments.adavae.adapters import Adapter, Prefix
+from c4prep.training.experiments.adavae.adapters import BottleneckAdapter, Prefix
 from c4prep.training.experiments.adavae.model import AdaVAE, AdaVAEConfig
 from c4prep.training.experiments.adavae.latent import attention_entropy
 from c4prep.training.models.gpt import GPT, gpt_config
@@ -209,5 +209,5 @@ def test_module_settings_are_validated():
     with pytest.raises(ValueError, match="encoder_layers must be in"):
         vae(encoder_layers=7)
     with pytest.raises(ValueError, match="adapter_init"):
-        Adapter(8, 2, init="xavier")
+        BottleneckAdapter(8, 2, init="xavier")
     assert [k.shape for k, _ in Prefix(2, 8, 2, length=3, hidden=4)(5)] == [torch.Size([5, 2, 3, 4])] * 2

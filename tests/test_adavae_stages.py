@@ -27,8 +27,8 @@ def test_adavae_trains_from_the_pretrained_gpt_and_keeps_the_backbone_frozen(ada
 
 
 def test_adavae_evaluates_the_whole_test_file_deterministically(adavae_run, ptb_small, tmp_path):
-    args = ["experiment=adavae_ptb", "stage=evaluate", f"init_from={adavae_run}", "objective.iw_samples=6",
-            "objective.iw_chunk=4", *ptb_small, *TRAIN_QUIET]
+    args = ["experiment=adavae_ptb", "stage=evaluate", f"init_from={adavae_run}", "evaluate.iw_samples=6",
+            "evaluate.iw_chunk=4", *ptb_small, *TRAIN_QUIET]
     assert main([*args, f"output_dir={tmp_path / 'a'}", "trainer.micro_batch_size=7"]) == 0
     assert main([*args, f"output_dir={tmp_path / 'b'}", "trainer.micro_batch_size=25"]) == 0
     first = json.loads((tmp_path / "a" / "evaluation.json").read_text())
@@ -43,7 +43,7 @@ def test_adavae_evaluates_the_whole_test_file_deterministically(adavae_run, ptb_
 
 def test_adavae_generates_interpolations_analogies_and_prior_samples(adavae_run, ptb_small, tmp_path, capsys):
     assert main(["experiment=adavae_ptb", "stage=generate", f"init_from={adavae_run}",
-                 "objective.generate.max_tokens=6", "objective.generate.interpolation_steps=3", *ptb_small,
+                 "generate.max_tokens=6", "generate.interpolation_steps=3", *ptb_small,
                  f"output_dir={tmp_path}", *TRAIN_QUIET]) == 0
     result = json.loads((tmp_path / "generation.json").read_text())
     assert len(result["interpolation"]) == 5 and len(result["prior"]) == 5 and isinstance(result["analogy"], str)

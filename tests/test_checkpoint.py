@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from c4prep.training.checkpoint import CheckpointError, load_checkpoint
-from c4prep.training.config import load_config, trainer_settings
+from c4prep.training.config import load_config
 from c4prep.training.distributed import DistEnv
 from c4prep.training.optim import OPTIMIZERS, build_optimizer
 from c4prep.training.schedules import build_schedule
@@ -36,9 +36,9 @@ def batches_from(step: int):
 
 def mlp_trainer(run_dir, optimizer_name: str, max_steps: int) -> Trainer:
     """A dropout MLP (so resuming needs the RNG state) with a warmed-up schedule, checkpointing every 2 steps."""
-    settings = trainer_settings(load_config([f"trainer.max_steps={max_steps}", "trainer.checkpoint_every=2",
+    settings = load_config([f"trainer.max_steps={max_steps}", "trainer.checkpoint_every=2",
                                              "trainer.progress=false", "trainer.tensorboard=false",
-                                             "trainer.global_batch_size=4", "trainer.micro_batch_size=4"]))
+                                             "trainer.global_batch_size=4", "trainer.micro_batch_size=4"]).trainer
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.5), nn.Linear(16, 1))
     optimizer = build_optimizer(optimizer_name, model.parameters(), lr=0.01, **OPTIONS[optimizer_name])

@@ -9,7 +9,7 @@ import torch
 
 from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.cli import main
-from c4prep.training.config import load_config, trainer_settings
+from c4prep.training.config import load_config
 from c4prep.training.distributed import DistEnv
 from c4prep.training.models.t5 import T5, t5_config
 from c4prep.training.trainer import Trainer, TrainingDiverged
@@ -114,9 +114,9 @@ class NaNAfterFirstStep:
 
 
 def linear_trainer(run_dir: Path, max_steps: int) -> Trainer:
-    settings = trainer_settings(load_config([f"trainer.max_steps={max_steps}", "trainer.progress=false",
+    settings = load_config([f"trainer.max_steps={max_steps}", "trainer.progress=false",
                                              "trainer.tensorboard=false", "trainer.global_batch_size=1",
-                                             "trainer.micro_batch_size=1"]))
+                                             "trainer.micro_batch_size=1"]).trainer
     torch.manual_seed(0)
     model = torch.nn.Linear(2, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

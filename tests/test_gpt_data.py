@@ -18,7 +18,7 @@ from c4prep.training.data.row_batches import (
 )
 from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.objectives import make_objective
-from c4prep.training.objectives.decoder_rows import DecoderRowBuilder, pack_decoder_row, pack_padded_rows
+from c4prep.training.data.decoder_rows import DecoderRowBuilder, pack_decoder_row, pack_padded_rows
 from c4prep.training.optim import decay_groups
 from c4prep.training.schedules import mingpt_cosine
 from c4prep.training.batch_losses import DecoderLoss

@@ -1,14 +1,17 @@
-"""The decoder-only GPT: CS224N A5 parameter counts, causality of both attentions, packing and prefix masks,
-generation, vocabulary growth, and the GPT-1 classifier head with its loss."""
+"""The decoder-only GPT: CS224N A5 parameter counts, causality of both attentions, packing and prefix masks, the
+block hooks (extra key/value slots, residual hooks), generation, vocabulary growth, and the GPT-1 classifier head with
+its loss."""
 import numpy as np
 import pytest
 import torch
 from c4prep.training.models import build_model
 from c4prep.training.models.gpt import GPT, GPTConfig, gpt_config
-from c4prep.training.models.gpt_attention import CausalSelfAttention, SynthesizerAttention, attention_mask
+from c4prep.training.models.gpt_attention import (CausalSelfAttention, SynthesizerAttention, attention_mask,
+                                                  prepend_visible_keys)
 from c4prep.training.experiments.gpt1.classifier import GPTClassifier
 from c4prep.training.models.plain_attention import additive_mask, plain_attention
-from c4prep.training.batch_losses import ClassificationLoss, DecoderLoss
+from c4prep.training.batch_losses import DecoderLoss
+from c4prep.training.experiments.gpt1.classification_loss import ClassificationLoss
 
 
 def small(attention: str = "causal", norm: str = "pre", **overrides) -> GPT:
@@ -114,6 +117,30 @@ def test_bf16_autocast_on_cpu_follows_fp32_attention(packed):
     assert low.dtype == torch.bfloat16
     reference = attention(x, mask).detach()
     assert (low.float() - reference).abs().mean() < 0.02 * reference.abs().mean()
+
+
+def test_extra_kv_slots_attend_like_tokens_in_front():
+    """Keys and values given as ``extra_kv`` (with a mask over them) act as the tokens they were computed from."""
+    model = small()
+    attention = model.blocks[0].attn
+    x = torch.randn(2, 9, 16)
+    heads = [t.view(2, 9, 2, 8).transpose(1, 2)[:, :, :3] for t in attention.qkv(x).split(16, dim=2)[1:]]
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()[None, None]
+    slotted = attention(x[:, 3:], prepend_visible_keys(causal, 3), None, (heads[0], heads[1]))
+    torch.testing.assert_close(slotted, attention(x)[:, 3:])
+    with pytest.raises(ValueError, match="needs a mask"):
+        attention(x[:, 3:], None, None, (heads[0], heads[1]))
+    with pytest.raises(ValueError, match="no extra_kv"):
+        small("synthesizer").blocks[0].attn(x[:, 3:], causal, None, (heads[0], heads[1]))
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_residual_hooks_replace_the_residual_sums(norm):
+    block, x = small(norm=norm).blocks[0], torch.randn(2, 7, 16)
+    added = block(x, None, None, attn_residual=lambda x, out: x + out, ffn_residual=lambda x, out: x + out)
+    assert torch.equal(added, block(x, None, None))  # the plain sums, bit for bit
+    dropped = block(x, None, None, attn_residual=lambda x, out: x, ffn_residual=lambda x, out: x)
+    torch.testing.assert_close(dropped, x if norm == "pre" else block.ln2(block.ln1(x)))
 
 
 def test_prefix_mask_makes_the_prefix_bidirectional_and_the_rest_causal():

@@ -11,8 +11,8 @@ from conftest import TRAIN_QUIET
 from c4prep.training.data.sentence_files import WordVocabulary, encode_sentences
 from c4prep.training.experiments.gpt1.yelp import balanced_sample, read_yelp
 from c4prep.training.stages.model_setup import model_from_checkpoint
+from c4prep.training.experiments.adavae.classify_settings import ClassifySettings
 from c4prep.training.experiments.adavae.latent_classification import (
-    ClassifySettings,
     adapter_run,
     encoder_batch,
     feature_run,
@@ -31,14 +31,14 @@ def yelp(shared_data) -> Path:
 
 def _classify(adavae_run: Path, yelp: Path, output: Path, *overrides: str) -> dict:
     assert main(["experiment=adavae_ptb", "stage=classify", f"init_from={adavae_run}",
-                 f"objective.classify.folder={yelp}", "objective.classify.eval_per_label=20",
-                 "objective.classify.feature_steps=3", "objective.classify.adapter_steps=3",
-                 "objective.classify.batch_size=4", *overrides, f"output_dir={output}", *TRAIN_QUIET]) == 0
+                 f"classify.folder={yelp}", "classify.eval_per_label=20",
+                 "classify.feature_steps=3", "classify.adapter_steps=3",
+                 "classify.batch_size=4", *overrides, f"output_dir={output}", *TRAIN_QUIET]) == 0
     return json.loads((output / "classification.json").read_text())
 
 
 def test_classify_reports_every_mode_count_and_seed_deterministically(adavae_run, yelp, tmp_path, capsys):
-    counts = ["objective.classify.per_label=[2,4]", "objective.classify.seeds=[0,1]"]
+    counts = ["classify.per_label=[2,4]", "classify.seeds=[0,1]"]
     first = _classify(adavae_run, yelp, tmp_path / "a", *counts)
     assert "per_label  accuracy (mean ± std over seeds)" in capsys.readouterr().out
     second = _classify(adavae_run, yelp, tmp_path / "b", *counts)
@@ -53,20 +53,20 @@ def test_classify_reports_every_mode_count_and_seed_deterministically(adavae_run
     assert all(set(first["summary"][mode]) == {"2", "4"} and first["summary"][mode]["4"]["runs"] == 2
                for mode in first["summary"])
     # one count and seed alone: the same evaluation sample and the same number as inside the larger run
-    alone = _classify(adavae_run, yelp, tmp_path / "c", "objective.classify.per_label=[4]",
-                      "objective.classify.seeds=[1]", "objective.classify.modes=[adapters]")
+    alone = _classify(adavae_run, yelp, tmp_path / "c", "classify.per_label=[4]",
+                      "classify.seeds=[1]", "classify.modes=[adapters]")
     assert alone["evaluation"] == first["evaluation"]
     assert alone["runs"] == [r for r in first["runs"] if (r["mode"], r["per_label"], r["seed"]) == ("adapters", 4, 1)]
-    pooled = _classify(adavae_run, yelp, tmp_path / "d", "objective.classify.per_label=[2]",
-                       "objective.classify.seeds=[0]", "objective.classify.features=pooled",
-                       "objective.classify.modes=[feature]")
+    pooled = _classify(adavae_run, yelp, tmp_path / "d", "classify.per_label=[2]",
+                       "classify.seeds=[0]", "classify.features=pooled",
+                       "classify.modes=[feature]")
     assert pooled["features"] == "pooled" and pooled["evaluation"] == first["evaluation"]
 
 
 def test_feature_mode_freezes_the_vae_and_adapter_mode_tunes_only_encoder_adapters_and_pooling(adavae_run, yelp):
     state = load_checkpoint(adavae_run)
     model, vocab = model_from_checkpoint(state).eval(), WordVocabulary.load(adavae_run)
-    settings = ClassifySettings(folder=str(yelp), per_label=(3,), seeds=(0,), eval_per_label=5, feature_steps=3,
+    settings = ClassifySettings(folder=str(yelp), per_label=[3], seeds=[0], eval_per_label=5, feature_steps=3,
                                 adapter_steps=3, batch_size=2)
     train = balanced_sample(read_yelp(yelp, "dev"), 3, 0)
     test = balanced_sample(read_yelp(yelp, "test"), 5, 0)
@@ -120,9 +120,9 @@ def test_batches_unknown_share_and_aggregation():
 
 
 def test_classify_rejects_bad_settings(adavae_run, yelp, tmp_path, capsys):
-    assert main(["experiment=adavae_ptb", "stage=classify", f"init_from={adavae_run}", "objective.classify.modes=[svm]",
+    assert main(["experiment=adavae_ptb", "stage=classify", f"init_from={adavae_run}", "classify.modes=[svm]",
                  f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
-    assert "objective.classify: modes must be a non-empty subset" in capsys.readouterr().err
+    assert "classify.modes must be a non-empty subset" in capsys.readouterr().err
     assert main(["experiment=adavae_ptb", "stage=classify", f"init_from={adavae_run}",
-                 "objective.classify.folder=/nonexistent", f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
+                 "classify.folder=/nonexistent", f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
     assert "no such folder" in capsys.readouterr().err

@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 
 from c4prep.training.objectives import OBJECTIVES, Objective, make_objective
-from c4prep.training.objectives.denoising import (BertStyle, Deshuffling, IidDropTokens, IidReplaceSpans, MassStyle,
-                                                  PrefixLM, bert_corrupt, limit_noise_spans, noise_span_targets)
-from c4prep.training.objectives.span_corruption import (drop_noise_tokens, drop_nonnoise_tokens, iid_noise_mask,
-                                                        noise_span_to_unique_sentinel,
-                                                        nonnoise_span_to_unique_sentinel, noise_token_to_sentinel)
+from c4prep.training.objectives.noise import (bert_corrupt, drop_noise_tokens, drop_nonnoise_tokens, iid_noise_mask,
+                                              limit_noise_spans, noise_span_targets, noise_span_to_unique_sentinel,
+                                              noise_token_to_sentinel, nonnoise_span_to_unique_sentinel,
+                                              permute_noise_tokens, random_prefix_noise_mask)
 from c4prep.training.seeding import example_rng
 
 EOS = 1
@@ -65,6 +64,44 @@ def test_registry_errors_are_one_line():
         make_objective("deshuffling", vocab_size=VOCAB, noise_density=0.1)
     with pytest.raises(ValueError, match="needs vocab_size"):
         make_objective("prefix_lm")
+
+
+def test_parameters_an_objective_does_not_take_stay_neutral():
+    assert make_objective("deshuffling", vocab_size=VOCAB).noise_density is None
+    lm = make_objective("lm", vocab_size=VOCAB)
+    assert lm.max_sentinels == 0 and lm.eos_id is None
+    inputs, targets = lm(np.array([VOCAB - 1, 5]), example_rng(0))  # no sentinels: every id is regular
+    assert inputs.tolist() == [] and targets.tolist() == [VOCAB - 1, 5] and targets.dtype == np.int32
+
+
+# One example of each objective for a 20-token segment and example_rng(0): a change to any mask, inputs or targets
+# function, or to the order of the draws, shows here.
+PINNED = {
+    "bert_style": ([3, 599, 599, 599, 7, 8, 9, 10, 11, 12, 13, 599, 15, 599, 17, 599, 19, 20, 21, 22, 1],
+                   [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 1]),
+    "deshuffling": ([7, 22, 9, 5, 16, 19, 6, 14, 13, 11, 3, 15, 10, 8, 21, 20, 17, 12, 4, 18, 1],
+                    [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 1]),
+    "iid_drop_tokens": ([3, 7, 8, 9, 10, 11, 12, 13, 15, 17, 19, 20, 22, 1],
+                        [4, 5, 6, 14, 16, 18, 21, 1]),
+    "iid_replace_spans": ([3, 599, 7, 8, 9, 10, 11, 12, 13, 598, 15, 597, 17, 596, 19, 20, 595, 22, 1],
+                          [599, 4, 5, 6, 598, 14, 597, 16, 596, 18, 595, 21, 594, 1]),
+    "lm": ([],
+           [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22]),
+    "mass_style": ([3, 599, 599, 599, 7, 8, 9, 10, 11, 12, 13, 599, 15, 599, 17, 599, 19, 20, 599, 22, 1],
+                   [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 1]),
+    "prefix_lm": ([3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1],
+                  [20, 21, 22, 1]),
+    "span_corruption": ([3, 4, 5, 6, 7, 599, 12, 13, 14, 15, 16, 17, 18, 19, 20, 598, 1],
+                        [599, 8, 9, 10, 11, 598, 21, 22, 1]),
+}
+
+
+def test_examples_are_pinned():
+    assert sorted(PINNED) == sorted(OBJECTIVES)
+    for name, expected in PINNED.items():
+        params = {} if name in ("prefix_lm", "deshuffling", "lm") else {"noise_density": 0.3}
+        inputs, targets = make_objective(name, vocab_size=VOCAB, **params)(np.arange(3, 23), example_rng(0))
+        assert (inputs.tolist(), targets.tolist()) == expected, name
 
 
 # ------------------------------------------------------------------------------------------- paper Table 3, by mask
@@ -153,11 +190,11 @@ def test_segment_lengths_at_512():
                 "iid_replace_spans": 510, "deshuffling": 511}
     for name, length in expected.items():
         assert make_objective(name, vocab_size=VOCAB).segment_length(512, 512) == length
-    assert IidReplaceSpans(vocab_size=VOCAB).segment_length(512, 513) == 511
+    assert make_objective("iid_replace_spans", vocab_size=VOCAB).segment_length(512, 513) == 511
 
 
 def test_prefix_lm_splits_uniformly_inside_the_segment(ids):
-    objective = PrefixLM(vocab_size=VOCAB)
+    objective = make_objective("prefix_lm", vocab_size=VOCAB)
     segment = ids[:11]
     splits = Counter()
     for k in range(2000):
@@ -171,7 +208,7 @@ def test_prefix_lm_splits_uniformly_inside_the_segment(ids):
 
 
 def test_bert_style_rates_on_real_data(ids):
-    objective = BertStyle(vocab_size=VOCAB)
+    objective = make_objective("bert_style", vocab_size=VOCAB)
     masked = randomized = total = 0
     for k, segment in enumerate(chunks(ids, 511, 150)):
         inputs, targets = objective(segment, example_rng(4, k))
@@ -186,7 +223,8 @@ def test_bert_style_rates_on_real_data(ids):
 
 
 def test_bert_style_is_mask_then_corruption(ids):
-    objective = BertStyle(vocab_size=VOCAB, mask_rate=0.9, random_rate=0.1)  # the paper's and T5's 90/10
+    # the paper's and T5's 90/10
+    objective = make_objective("bert_style", vocab_size=VOCAB, mask_rate=0.9, random_rate=0.1)
     segment = ids[:300]
     rng = example_rng(5, 1)
     mask = iid_noise_mask(300, 0.15, rng)
@@ -195,11 +233,11 @@ def test_bert_style_is_mask_then_corruption(ids):
     np.testing.assert_array_equal(inputs[:-1], expected)
     assert not np.any(inputs[:-1][~mask] != segment[~mask])  # only noise positions change
     with pytest.raises(ValueError, match="sum <= 1"):
-        BertStyle(vocab_size=VOCAB, mask_rate=0.95, random_rate=0.1)
+        make_objective("bert_style", vocab_size=VOCAB, mask_rate=0.95, random_rate=0.1)
 
 
 def test_mass_style_masks_only(ids):
-    objective = MassStyle(vocab_size=VOCAB)
+    objective = make_objective("mass_style", vocab_size=VOCAB)
     masked = total = 0
     for k, segment in enumerate(chunks(ids, 511, 100)):
         inputs, targets = objective(segment, example_rng(6, k))
@@ -212,7 +250,7 @@ def test_mass_style_masks_only(ids):
 
 
 def test_iid_replace_spans_reconstructs_with_aligned_sentinels(ids):
-    objective = IidReplaceSpans(vocab_size=VOCAB)
+    objective = make_objective("iid_replace_spans", vocab_size=VOCAB)
     noise = total = 0
     for k, segment in enumerate(chunks(ids, 510, 60)):
         inputs, targets = objective(segment, example_rng(7, k))
@@ -228,7 +266,7 @@ def test_iid_replace_spans_reconstructs_with_aligned_sentinels(ids):
 
 
 def test_iid_replace_spans_never_runs_out_of_sentinels(ids):
-    objective = IidReplaceSpans(vocab_size=VOCAB, noise_density=0.5, max_sentinels=5)
+    objective = make_objective("iid_replace_spans", vocab_size=VOCAB, noise_density=0.5, max_sentinels=5)
     for k in range(50):
         segment = ids[k * 200:(k + 1) * 200]
         inputs, targets = objective(segment, example_rng(8, k))
@@ -238,7 +276,7 @@ def test_iid_replace_spans_never_runs_out_of_sentinels(ids):
 
 
 def test_iid_drop_tokens_splits_the_segment(ids):
-    objective = IidDropTokens(vocab_size=VOCAB)
+    objective = make_objective("iid_drop_tokens", vocab_size=VOCAB)
     for k, segment in enumerate(chunks(ids, 511, 40)):
         inputs, targets = objective(segment, example_rng(9, k))
         mask = iid_noise_mask(511, 0.15, example_rng(9, k))
@@ -247,8 +285,27 @@ def test_iid_drop_tokens_splits_the_segment(ids):
         assert len(inputs) + len(targets) == 511 + 2
 
 
+def test_prefix_lm_is_a_random_prefix_mask_then_both_sides(ids):
+    segment = ids[:40]
+    inputs, targets = make_objective("prefix_lm", vocab_size=VOCAB)(segment, example_rng(12))
+    mask = random_prefix_noise_mask(40, example_rng(12))  # the objective's only draw
+    assert not mask[0] and mask[-1] and mask.tolist() == sorted(mask.tolist())  # a prefix, then noise
+    np.testing.assert_array_equal(inputs[:-1], drop_noise_tokens(segment, mask))
+    np.testing.assert_array_equal(targets[:-1], drop_nonnoise_tokens(segment, mask))
+    assert random_prefix_noise_mask(1, example_rng(0)).tolist() == [True]
+
+
+def test_permute_noise_tokens_moves_only_noise(ids):
+    segment, mask = ids[:30], np.arange(30) % 3 == 0
+    shuffled = permute_noise_tokens(segment, mask, example_rng(13))
+    np.testing.assert_array_equal(shuffled[~mask], segment[~mask])
+    assert Counter(shuffled[mask].tolist()) == Counter(segment[mask].tolist())
+    inputs, _ = make_objective("deshuffling", vocab_size=VOCAB)(segment, example_rng(14))  # all tokens are noise
+    np.testing.assert_array_equal(inputs[:-1], permute_noise_tokens(segment, np.ones(30, bool), example_rng(14)))
+
+
 def test_deshuffling_permutes_the_segment(ids):
-    objective = Deshuffling(vocab_size=VOCAB)
+    objective = make_objective("deshuffling", vocab_size=VOCAB)
     segment = ids[:511]
     inputs, targets = objective(segment, example_rng(10))
     np.testing.assert_array_equal(targets[:-1], segment)

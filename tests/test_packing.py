@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 
 from c4prep.training.objectives import OBJECTIVES, make_objective
-from c4prep.training.objectives.packing import (ROW_FEATURES, EncDecRowBuilder, first_fit_groups,
-                                                make_autoregressive_inputs, pack_encdec, pack_encdec_row)
-from c4prep.training.objectives.span_corruption import SpanCorruption
+from c4prep.training.data.encdec_rows import (ROW_FEATURES, EncDecRowBuilder, first_fit_groups,
+                                              make_autoregressive_inputs, pack_encdec, pack_encdec_row)
 from c4prep.training.seeding import example_rng
 
 VOCAB = 600
@@ -124,15 +123,15 @@ def check_row(row: dict[str, np.ndarray], examples: list[tuple[np.ndarray, np.nd
 
 
 def test_full_568_segment_fills_a_512_114_row(ids):
-    builder = EncDecRowBuilder(SpanCorruption(vocab_size=VOCAB), 512, 114, seed=3)
+    builder = EncDecRowBuilder(make_objective("span_corruption", vocab_size=VOCAB), 512, 114, seed=3)
     row = builder([ids[:568]], [0], epoch=0)
     assert row["encoder_segment_ids"].tolist() == [1] * 512 and row["decoder_segment_ids"].tolist() == [1] * 114
     assert row["encoder_input_tokens"][-1] == 1 and row["decoder_target_tokens"][-1] == 1
-    check_row(row, [SpanCorruption(vocab_size=VOCAB)(ids[:568], example_rng(3, 0, 0))])
+    check_row(row, [make_objective("span_corruption", vocab_size=VOCAB)(ids[:568], example_rng(3, 0, 0))])
 
 
 def test_tail_segments_pack_into_rows(ids):
-    objective = SpanCorruption(vocab_size=VOCAB)
+    objective = make_objective("span_corruption", vocab_size=VOCAB)
     lengths = [37, 120, 200, 90, 15, 300, 60, 250, 8, 1, 2, 400]
     offsets = np.cumsum([0] + lengths)
     segments = [ids[offsets[k]:offsets[k + 1]] for k in range(len(lengths))]

@@ -4,10 +4,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from c4prep.training.objectives import Objective
-from c4prep.training.objectives.span_corruption import (SpanCorruption, noise_counts, noise_span_to_unique_sentinel,
-                                                        nonnoise_span_to_unique_sentinel, random_segmentation,
-                                                        random_spans_length_plan, random_spans_noise_mask)
+from c4prep.training.objectives import Objective, make_objective
+from c4prep.training.objectives.lengths import random_spans_length_plan
+from c4prep.training.objectives.noise import (noise_counts, noise_span_to_unique_sentinel,
+                                              nonnoise_span_to_unique_sentinel, random_segmentation,
+                                              random_spans_noise_mask)
 from c4prep.training.seeding import example_rng
 
 EOS = 1
@@ -164,7 +165,7 @@ def test_paper_table3_random_spans_row():
 # --------------------------------------------------------------------------------------------- the objective, real data
 
 def test_full_segments_give_exact_512_114(ids):
-    objective = SpanCorruption(vocab_size=VOCAB)
+    objective = make_objective("span_corruption", vocab_size=VOCAB)
     assert isinstance(objective, Objective) and objective.name == "span_corruption"
     assert objective.segment_length(512, 114) == 568
     for k, segment in enumerate(segments(ids, 568, 60)):
@@ -175,7 +176,7 @@ def test_full_segments_give_exact_512_114(ids):
 
 
 def test_inputs_targets_reconstruct_and_sentinels_decrease(ids):
-    objective = SpanCorruption(vocab_size=VOCAB)
+    objective = make_objective("span_corruption", vocab_size=VOCAB)
     offset = 0
     for length in (2, 3, 31, 57, 190, 350, 500, 1000):
         segment = ids[offset:offset + length]
@@ -193,7 +194,7 @@ def test_inputs_targets_reconstruct_and_sentinels_decrease(ids):
 
 
 def test_output_lengths_are_exact_for_every_length(ids):
-    objective = SpanCorruption(vocab_size=VOCAB)
+    objective = make_objective("span_corruption", vocab_size=VOCAB)
     for length in range(1, 601):
         inputs, targets = objective(ids[length:2 * length], example_rng(2, length))
         assert (len(inputs), len(targets)) == objective.output_lengths(length)
@@ -202,7 +203,7 @@ def test_output_lengths_are_exact_for_every_length(ids):
 
 
 def test_single_trailing_eos_with_document_eos_inside(ids):
-    objective = SpanCorruption(vocab_size=VOCAB)
+    objective = make_objective("span_corruption", vocab_size=VOCAB)
     segment = ids[:568]
     assert (segment == EOS).sum() > 5  # real documents end inside the segment
     inputs, targets = objective(segment, example_rng(4, 0, 9))
@@ -212,7 +213,7 @@ def test_single_trailing_eos_with_document_eos_inside(ids):
 
 
 def test_deterministic_per_seed_and_id(ids):
-    objective = SpanCorruption(vocab_size=VOCAB)
+    objective = make_objective("span_corruption", vocab_size=VOCAB)
     segment = ids[1000:1568]
     first = objective(segment, example_rng(7, 2, 123))
     again = objective(segment, example_rng(7, 2, 123))
@@ -223,7 +224,7 @@ def test_deterministic_per_seed_and_id(ids):
 
 def test_token_id_zero_is_preserved(ids):
     """HF #15443/#12755: filtering `> 0` deleted genuine id-0 tokens (C4's literal `<pad>`)."""
-    objective = SpanCorruption(vocab_size=VOCAB)
+    objective = make_objective("span_corruption", vocab_size=VOCAB)
     segment = ids[2000:2568].copy()
     segment[::37] = 0
     for k in range(20):
@@ -242,7 +243,7 @@ def hf_documented(input_ids: np.ndarray, mask: np.ndarray, tokenizer_length: int
 
 
 def test_matches_hf_collator_behaviour_given_the_same_mask(ids):
-    objective = SpanCorruption(vocab_size=VOCAB)
+    objective = make_objective("span_corruption", vocab_size=VOCAB)
     for k in range(200):
         length = 568 if k % 2 else 40 + 7 * k
         segment = ids[k * 300:k * 300 + length].copy()
@@ -256,7 +257,7 @@ def test_matches_hf_collator_behaviour_given_the_same_mask(ids):
 def test_sentinels_are_the_vocabulary_extra_ids(vocab, ids):
     """Sentinel k is the vocabulary's `<extra_id_k>` (test_vocab ties those ids to HF's T5Tokenizer)."""
     assert vocab.vocab_size == VOCAB
-    inputs, targets = SpanCorruption(vocab_size=vocab.vocab_size)(ids[:568], example_rng(0, 0, 0))
+    inputs, targets = make_objective("span_corruption", vocab_size=vocab.vocab_size)(ids[:568], example_rng(0, 0, 0))
     for side in (inputs, targets):
         sentinels = side[side >= VOCAB - 100].tolist()
         assert sentinels == [vocab.sentinel_id(k) for k in range(len(sentinels))]
@@ -268,7 +269,7 @@ def test_sentinels_are_the_vocabulary_extra_ids(vocab, ids):
 # ------------------------------------------------------------------------------------------------ limits and checks
 
 def test_segment_length_checks_targets_and_sentinels():
-    objective = SpanCorruption(vocab_size=32100)
+    objective = make_objective("span_corruption", vocab_size=32100)
     assert objective.segment_length(512, 114) == 568
     assert objective.segment_length(1024, 229) == 1137
     with pytest.raises(ValueError, match="targets_length >= 114"):
@@ -280,8 +281,8 @@ def test_segment_length_checks_targets_and_sentinels():
 
 def test_more_spans_than_sentinels_raise(ids):
     with pytest.raises(ValueError, match="101 noise spans"):
-        SpanCorruption(vocab_size=VOCAB)(ids[:2010], example_rng(0))
-    small = SpanCorruption(vocab_size=VOCAB, max_sentinels=5)
+        make_objective("span_corruption", vocab_size=VOCAB)(ids[:2010], example_rng(0))
+    small = make_objective("span_corruption", vocab_size=VOCAB, max_sentinels=5)
     small(ids[:100], example_rng(0))  # 15 noise tokens, 5 spans: fits
     with pytest.raises(ValueError, match="only 5 sentinels"):
         small(ids[:120], example_rng(0))
@@ -297,11 +298,11 @@ def test_more_spans_than_sentinels_raise(ids):
 ])
 def test_bad_parameters_raise(params, message):
     with pytest.raises(ValueError, match=message):
-        SpanCorruption(**params)
+        make_objective("span_corruption", **params)
 
 
 def test_bad_segments_raise():
-    objective = SpanCorruption(vocab_size=VOCAB)
+    objective = make_objective("span_corruption", vocab_size=VOCAB)
     with pytest.raises(ValueError, match="regular ids"):
         objective(np.array([5, 6, VOCAB - 1]), example_rng(0))  # a sentinel id in the raw segment
     with pytest.raises(ValueError, match="non-empty 1-D integer"):

@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from c4prep.training.losses import mean_token_loss, token_cross_entropy
-from c4prep.training.models.t5 import T5, num_parameters, relative_position_bucket, t5_config
+from c4prep.training.models.t5 import T5, num_parameters, t5_config
+from c4prep.training.models.t5_attention import relative_position_bucket
 from c4prep.training.models.t5_hf import from_hf_state_dict, hf_config, to_hf_state_dict
 
 transformers = pytest.importorskip("transformers")
@@ -146,7 +147,8 @@ def test_adapters_start_as_identity_and_freeze():
     trainable = {name for name, p in adapted.named_parameters() if p.requires_grad}
     expected = {name for name, _ in adapted.named_parameters() if ".adapter." in name or "norm" in name}
     assert trainable == expected
-    assert sum(p.numel() for p in adapted.adapter_parameters()) == 4 * 2 * 32 * 8  # 4 blocks, down + up
+    adapters, norms = 4 * 2 * 32 * 8, (5 + 7) * 32  # 4 blocks' down + up; encoder 2 * 2 + 1, decoder 2 * 3 + 1 norms
+    assert num_parameters(adapted, trainable_only=True) == adapters + norms
     logits = adapted(encoder_tokens, decoder_tokens)
     mean_token_loss(logits, decoder_tokens, torch.ones(decoder_tokens.shape)).backward()
     assert adapted.encoder.blocks[0].adapter.up.weight.grad.abs().sum() > 0

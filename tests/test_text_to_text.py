@@ -187,8 +187,6 @@ def test_row_builder_pickles(birth_vocab):
 
 
 def test_row_builder_packs_with_pack_encdec_row(birth_tsv, birth_vocab):
-    pytest.importorskip("c4prep.training.objectives.packing",
-                        reason="training/objectives/packing.py (pack_encdec_row) is not written yet")
     pairs = read_text_pairs(str(birth_tsv), task_prefix="question: ")[:100]
     encoded = encode_pairs(pairs, birth_vocab, 64, 16).examples
     builder = pickle.loads(pickle.dumps(TextToTextRows(birth_vocab, inputs_length=64, targets_length=16)))

@@ -16,7 +16,8 @@ from c4prep.manifest import Manifest, read_manifest, write_manifest
 from c4prep.shards import read_shard, write_shard
 from c4prep.training import stages
 from c4prep.training.cli import main
-from c4prep.training.config import load_config, section
+from c4prep.training.config import load_config
+from c4prep.training.config_groups import model_settings
 
 # A t5_tiny pre-training run of one step on the sample tokens' train split.
 TINY = ["model=t5_tiny", "objective.inputs_length=128", "objective.targets_length=32", "trainer.global_batch_size=8",
@@ -95,7 +96,7 @@ def test_a_damaged_or_foreign_checkpoint_is_one_line(tmp_path, capsys, damage):
 def test_a_checkpoint_that_fits_neither_its_model_nor_the_data_is_one_line(sample_tokens, tmp_path, capsys, mismatch,
                                                                             message):
     vocab_size = read_manifest(str(sample_tokens)).extra["vocabulary"]["vocab_size"]
-    spec = section(load_config(["model=t5_tiny"]), "model") | {"vocab_size": vocab_size}
+    spec = model_settings(load_config(["model=t5_tiny"]).model) | {"vocab_size": vocab_size}
     checkpoint = tmp_path / "step_00000001.pt"
     if mismatch == "vocabulary":
         torch.save({"step": 1, "model": {}, "model_spec": {**spec, "vocab_size": vocab_size + 1}}, checkpoint)

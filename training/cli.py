@@ -19,7 +19,8 @@ USAGE = """usage: train [--print-config] [--debug] [group=option ...] [key=value
 
 A mistake in the config, data or checkpoint is one line on stderr (exit 2); --debug adds its full traceback.
 
-Stages: stage=pretrain (default) | finetune | evaluate; model=adavae adds generate | classify.
+Stages (stage=<name>: the model family or data.kind each runs with):
+{stages}
 Config groups (configs/<group>/<option>.yaml):
 {groups}
 Examples:
@@ -38,6 +39,15 @@ def _groups() -> str:
     return "\n".join(lines)
 
 
+def _stages() -> str:
+    from .stages import STAGE_TABLE
+
+    routes: dict[str, list[str]] = {}
+    for stage, route in STAGE_TABLE:
+        routes.setdefault(stage, []).append(route)
+    return "\n".join(f"  {stage:<10} {', '.join(found)}" for stage, found in routes.items())
+
+
 def _report(outcome: str, error: Exception, debug: bool) -> None:
     """``train: <outcome>: <error>`` on stderr, one line; with ``debug`` after the full traceback, including the
     low-level error that the one-line message replaced."""
@@ -50,7 +60,7 @@ def _report(outcome: str, error: Exception, debug: bool) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in args):
-        print(USAGE.format(groups=_groups()))
+        print(USAGE.format(stages=_stages(), groups=_groups()))
         return 0
     print_only, debug = "--print-config" in args, "--debug" in args
     args = [a for a in args if a not in ("--print-config", "--debug")]

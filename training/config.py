@@ -1,12 +1,13 @@
-"""Training configuration: Hydra composition over ``configs/`` plus typed, validated sections.
+"""Training configuration: Hydra composition over ``configs/``, typed and validated once.
 
 ``load_config(["stage=pretrain", "model=t5_tiny"])`` composes ``configs/train.yaml`` with the overrides the way
-``train`` does. Every user mistake (unknown key, unknown group option, wrong type, bad value) becomes a
-:class:`TrainConfigError` whose message is one line saying what to fix.
+``train`` does and returns a :class:`~c4prep.training.config_groups.TrainConfig`: every group merged with the
+structured config its option selects (``config_groups``). Every user mistake (unknown key, unknown group option,
+wrong type, bad value) becomes a :class:`TrainConfigError` whose message is one line saying what to fix.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,14 +17,11 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from .config_errors import TrainConfigError, require_choice
+from .config_groups import DEFAULT_OBJECTIVE_SCHEMA, GROUP_SCHEMAS, RESUME_MODES, TrainConfig, model_settings
+
 STAGES = ("pretrain", "finetune", "evaluate", "generate", "classify")
-PRECISIONS = ("fp32", "bf16")
-DEVICES = ("auto", "cpu", "cuda")
-RESUME_MODES = ("auto", "never", "must")
-
-
-class TrainConfigError(ValueError):
-    """A bad override or setting; the message says what to fix."""
+TYPE_NAMES = {"Integer": "int", "Float": "float", "Boolean": "bool", "String": "str"}  # OmegaConf's names
 
 
 def config_dir() -> Path:
@@ -42,95 +40,51 @@ def _one_line(error: Exception) -> str:
     return text
 
 
-def load_config(overrides: Sequence[str] = ()) -> DictConfig:
-    """Compose ``train.yaml`` with Hydra-style ``key=value`` / ``group=option`` overrides, then validate."""
+def load_config(overrides: Sequence[str] = ()) -> TrainConfig:
+    """Compose ``train.yaml`` with Hydra-style ``key=value`` / ``group=option`` overrides, then type and validate."""
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3", job_name="train"):
             cfg = compose(config_name="train", overrides=list(overrides))
         OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as error:
         raise TrainConfigError(f"bad override: {_one_line(error)}") from None
-    trainer_settings(cfg)  # validates the trainer section
-    _require_choice("stage", cfg.stage, STAGES)
-    _require_choice("resume", cfg.resume, RESUME_MODES)
-    return cfg
+    return typed_config(cfg)
 
 
-def _require_choice(key: str, value: Any, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise TrainConfigError(f"{key}={value!r} is not valid; choose one of: {', '.join(choices)}")
+def typed_config(cfg: DictConfig) -> TrainConfig:
+    """``cfg`` merged with its schemas: each group with the one its ``name``/``kind`` selects."""
+    groups = {}
+    for group, (key, schemas) in GROUP_SCHEMAS.items():
+        choice = cfg[group].get(key)
+        schema = schemas.get(choice, DEFAULT_OBJECTIVE_SCHEMA if group == "objective" else None)
+        if schema is None:
+            raise TrainConfigError(f"{group}.{key}={choice!r} is not valid; choose one of: {', '.join(schemas)}")
+        groups[group] = _structured(schema, cfg[group], prefix=f"{group}.")
+    rest = OmegaConf.masked_copy(cfg, [k for k in cfg if k not in groups])
+    typed = _structured(TrainConfig, OmegaConf.merge(rest, {group: None for group in groups}), prefix="")
+    for group, value in groups.items():
+        setattr(typed, group, value)
+    require_choice("stage", typed.stage, STAGES)
+    require_choice("resume", typed.resume, RESUME_MODES)
+    return typed
 
 
-@dataclass(frozen=True)
-class TrainerSettings:
-    """The ``trainer:`` section, typed."""
-
-    max_steps: int
-    global_batch_size: int
-    micro_batch_size: int
-    grad_clip: float
-    precision: str
-    device: str
-    num_workers: int
-    num_threads: int
-    log_every: int
-    eval_every: int
-    eval_batches: int
-    checkpoint_every: int
-    keep_checkpoints: int
-    tensorboard: bool
-    progress: bool
-
-    def __post_init__(self) -> None:
-        _require_choice("trainer.precision", self.precision, PRECISIONS)
-        _require_choice("trainer.device", self.device, DEVICES)
-        for name in ("max_steps", "global_batch_size", "micro_batch_size", "log_every", "keep_checkpoints"):
-            if getattr(self, name) < 1:
-                raise TrainConfigError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("num_workers", "num_threads", "eval_every", "eval_batches", "checkpoint_every"):
-            if getattr(self, name) < 0:
-                raise TrainConfigError(f"trainer.{name} must be >= 0, got {getattr(self, name)}")
-        if self.grad_clip < 0:
-            raise TrainConfigError(f"trainer.grad_clip must be >= 0 (0 disables clipping), got {self.grad_clip}")
+def _structured(schema: type, values: DictConfig, prefix: str) -> Any:
+    """``values`` as an instance of ``schema``; a wrong type, unknown or missing key is one line."""
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
+    except OmegaConfBaseException as error:
+        key = f"{prefix}{error.full_key}" if getattr(error, "full_key", None) else prefix.rstrip(".")
+        message = str(error).splitlines()[0]
+        wrong_type = re.match(r"Value '(.*)' of type '\w+' could not be converted to (\w+)", message)
+        if wrong_type:
+            value, expected = wrong_type.groups()
+            raise TrainConfigError(f"{key}={value!r} must be of type {TYPE_NAMES.get(expected, expected)}") from None
+        raise TrainConfigError(f"bad setting {key}: {message}" if key else f"bad setting: {message}") from None
 
 
-def trainer_settings(cfg: DictConfig) -> TrainerSettings:
-    """Typed view of ``cfg.trainer``; wrong types and unknown keys raise :class:`TrainConfigError`."""
-    section = OmegaConf.to_container(cfg.trainer)
-    expected = {f.name: f.type for f in fields(TrainerSettings)}
-    unknown = sorted(set(section) - set(expected))
-    if unknown:
-        raise TrainConfigError(f"unknown trainer setting(s): {', '.join(unknown)}; valid: {', '.join(expected)}")
-    values = {}
-    for name, type_name in expected.items():
-        if name not in section:
-            raise TrainConfigError(f"trainer.{name} is missing from the config")
-        values[name] = _typed(f"trainer.{name}", section[name], type_name)
-    return TrainerSettings(**values)
-
-
-def _typed(key: str, value: Any, type_name: str) -> Any:
-    """Check a scalar against a dataclass field's annotation (given as a string: ``from __future__``)."""
-    if type_name == "bool":
-        if isinstance(value, bool):
-            return value
-    elif type_name == "int":
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif type_name == "float":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif type_name == "str":
-        if isinstance(value, str):
-            return value
-    raise TrainConfigError(f"{key}={value!r} must be of type {type_name}")
-
-
-def section(cfg: DictConfig, key: str) -> dict[str, Any]:
-    """A config section as a plain dict (``{}`` when absent)."""
-    node = cfg.get(key)
-    return {} if node is None else dict(OmegaConf.to_container(node))
-
-
-def to_yaml(cfg: DictConfig) -> str:
-    return OmegaConf.to_yaml(cfg)
+def to_yaml(cfg: TrainConfig) -> str:
+    """The typed configuration as YAML (the run folder's ``config.yaml``); the model lists the fields it sets."""
+    values = OmegaConf.to_container(OmegaConf.structured(cfg))
+    values["model"] = model_settings(cfg.model)
+    return OmegaConf.to_yaml(values)

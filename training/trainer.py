@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from .checkpoint import CheckpointError, rng_state, save_checkpoint, set_rng_state
-from .config import TrainerSettings
+from .config_groups import TrainerConfig
 from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier
 from .metrics_log import MetricsLogger
 
@@ -64,7 +64,7 @@ class StepStats:
 
 @dataclass
 class Trainer:
-    settings: TrainerSettings
+    settings: TrainerConfig
     run_dir: Path
     model: nn.Module
     batch_loss: BatchLoss

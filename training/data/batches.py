@@ -1,4 +1,4 @@
-"""Deterministic global batches over a :class:`SampleIndex`, split over ranks, micro-batches and loader workers.
+"""Deterministic global batches of a row source, split over ranks, micro-batches and loader workers.
 
 The global batch sequence is defined first and does not depend on the number of ranks, micro-batch size or
 workers: step ``s`` is batch ``s % batches_per_epoch`` of epoch ``s // batches_per_epoch``, i.e. samples
@@ -12,7 +12,6 @@ samples are skipped (other samples each epoch, as the permutation changes); with
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,10 +20,33 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .token_index import SampleIndex, TokenDataError, read_segment
+from .token_index import TokenDataError
 
-RowBuilder = Callable[[Sequence[np.ndarray], Sequence[int], int], dict[str, np.ndarray]]
-"""``row_builder(segments, segment_ids, epoch)``: one row (name -> array) from a sample's segments."""
+
+def grad_accumulation(global_batch_size: int, world_size: int, micro_batch_size: int) -> int:
+    """Micro-batches per rank per step, G / (W * M); ``TokenDataError`` unless each is >= 1 and W * M divides G."""
+    G, W, M = global_batch_size, world_size, micro_batch_size
+    for name, value in (("global_batch_size", G), ("world_size", W), ("micro_batch_size", M)):
+        if value < 1:
+            raise TokenDataError(f"{name} must be >= 1, got {value}")
+    if G % (W * M):
+        raise TokenDataError(f"global batch {G} is not divisible by world size {W} x micro-batch {M} = {W * M}: "
+                             "choose sizes with global_batch_size = world_size * micro_batch_size * grad_accum")
+    return G // (W * M)
+
+
+def micro_batch_span(batch: int, rank: int, micro: int, global_batch_size: int, world_size: int,
+                     micro_batch_size: int) -> tuple[int, int]:
+    """``(first, stop)``: the positions, counted over consecutive global batches of G examples, of micro-batch
+    ``micro`` of rank ``rank`` in global batch ``batch``. Rank ``r`` of ``W`` takes the batch's ``[r*G/W,
+    (r+1)*G/W)`` and micro-batch ``m`` its ``m``-th chunk of ``M``."""
+    G, W, M = global_batch_size, world_size, micro_batch_size
+    if not 0 <= rank < W:
+        raise TokenDataError(f"rank must be in [0, {W}), got {rank}")
+    if not 0 <= micro < G // (W * M):
+        raise TokenDataError(f"micro-batch must be in [0, {G // (W * M)}), got {micro}")
+    first = batch * G + rank * (G // W) + micro * M
+    return first, first + M
 
 
 @dataclass(frozen=True)
@@ -39,23 +61,19 @@ class BatchPlan:
     drop_last: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("num_samples", "global_batch_size", "world_size", "micro_batch_size"):
-            if getattr(self, name) < 1:
-                raise TokenDataError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.num_samples < 1:
+            raise TokenDataError(f"num_samples must be >= 1, got {self.num_samples}")
         if self.seed < 0:
             raise TokenDataError(f"seed must be >= 0, got {self.seed}")
-        G, W, M = self.global_batch_size, self.world_size, self.micro_batch_size
-        if G % (W * M):
-            raise TokenDataError(f"global batch {G} is not divisible by world size {W} x micro-batch {M} = {W * M}: "
-                                 "choose sizes with global_batch_size = world_size * micro_batch_size * grad_accum")
-        if self.drop_last and self.num_samples < G:
-            raise TokenDataError(f"corpus has {self.num_samples} samples, fewer than one global batch of {G}; lower "
-                                 "global_batch_size, add data, or set drop_last=False")
+        grad_accumulation(self.global_batch_size, self.world_size, self.micro_batch_size)
+        if self.drop_last and self.num_samples < self.global_batch_size:
+            raise TokenDataError(f"corpus has {self.num_samples} samples, fewer than one global batch of "
+                                 f"{self.global_batch_size}; lower global_batch_size, add data, or set drop_last=False")
 
     @property
     def grad_accum(self) -> int:
         """Micro-batches per rank per step: G / (W * M)."""
-        return self.global_batch_size // (self.world_size * self.micro_batch_size)
+        return grad_accumulation(self.global_batch_size, self.world_size, self.micro_batch_size)
 
     @property
     def batches_per_epoch(self) -> int:
@@ -87,14 +105,10 @@ class BatchPlan:
         """Sample ids of micro-batch ``micro`` of rank ``rank`` at global ``step`` (``micro_batch_size`` of them)."""
         if step < 0:
             raise TokenDataError(f"step must be >= 0, got {step}")
-        if not 0 <= rank < self.world_size:
-            raise TokenDataError(f"rank must be in [0, {self.world_size}), got {rank}")
-        if not 0 <= micro < self.grad_accum:
-            raise TokenDataError(f"micro-batch must be in [0, {self.grad_accum}), got {micro}")
         epoch, batch = divmod(step, self.batches_per_epoch)
-        G, M = self.global_batch_size, self.micro_batch_size
-        first = batch * G + rank * (G // self.world_size) + micro * M
-        positions = np.arange(first, first + M, dtype=np.int64) % self.num_samples  # wraps only if not drop_last
+        first, stop = micro_batch_span(batch, rank, micro, self.global_batch_size, self.world_size,
+                                       self.micro_batch_size)
+        positions = np.arange(first, stop, dtype=np.int64) % self.num_samples  # wraps only if not drop_last
         return self.epoch_permutation(epoch)[positions]
 
     def global_batch(self, step: int) -> np.ndarray:
@@ -112,22 +126,6 @@ def collate_rows(rows: Sequence[dict[str, np.ndarray]]) -> dict[str, torch.Tenso
             stacked = stacked.astype(np.int64, copy=False)
         batch[name] = torch.from_numpy(stacked)
     return batch
-
-
-def build_rows(index: SampleIndex, samples: Sequence[int], row_builder: RowBuilder,
-               epoch: int) -> list[dict[str, np.ndarray]]:
-    """``row_builder`` applied to each sample's segments."""
-    rows = []
-    for sample in samples:
-        segment_ids = index.sample_segments(int(sample)).tolist()
-        rows.append(row_builder([read_segment(index, j) for j in segment_ids], segment_ids, epoch))
-    return rows
-
-
-def _stream_fingerprint(index: SampleIndex, plan: BatchPlan) -> str:
-    """Identifies the global batch sequence: the data, seed, G and drop_last (not W, M or workers)."""
-    key = f"{index.fingerprint}\t{plan.seed}\t{plan.global_batch_size}\t{plan.drop_last}"
-    return hashlib.sha256(key.encode()).hexdigest()
 
 
 class MicroBatchStream(IterableDataset):
@@ -188,23 +186,6 @@ class MicroBatchStream(IterableDataset):
         self.start_step = start
 
 
-class TokenBatches(MicroBatchStream):
-    """Micro-batches of token-shard samples following a :class:`BatchPlan` (its global batch sequence)."""
-
-    def __init__(self, index: SampleIndex, plan: BatchPlan, rank: int, row_builder: RowBuilder,
-                 start_step: int = 0, num_steps: int | None = None) -> None:
-        if plan.num_samples != index.num_samples:
-            raise TokenDataError(f"the batch plan has {plan.num_samples} samples but the index has "
-                                 f"{index.num_samples}: build the plan with num_samples=index.num_samples")
-        super().__init__(plan.grad_accum, plan.world_size, rank, _stream_fingerprint(index, plan), start_step,
-                         num_steps)
-        self.index, self.plan, self.row_builder = index, plan, row_builder
-
-    def micro_batch(self, step: int, micro: int) -> dict[str, torch.Tensor]:
-        samples = self.plan.micro_batch_samples(step, self.rank, micro)
-        return collate_rows(build_rows(self.index, samples, self.row_builder, self.plan.epoch_of(step)))
-
-
 def make_loader(dataset: MicroBatchStream, num_workers: int) -> DataLoader:
     """A DataLoader passing ``dataset``'s micro-batches through unchanged (pinned memory only with CUDA)."""
     if num_workers < 0:
@@ -242,10 +223,3 @@ def rank_micro_batches(num_items: int, rank: int, world_size: int, micro_batch_s
         batch = collate_rows(rows)
         batch["row_mask"] = torch.arange(micro_batch_size) < real
         yield batch
-
-
-def eval_batches(index: SampleIndex, rank: int, world_size: int, micro_batch_size: int, row_builder: RowBuilder,
-                 epoch: int = 0) -> Iterator[dict[str, torch.Tensor]]:
-    """:func:`rank_micro_batches` over the samples of ``index`` (unshuffled evaluation)."""
-    return rank_micro_batches(index.num_samples, rank, world_size, micro_batch_size,
-                              lambda samples: build_rows(index, samples, row_builder, epoch))

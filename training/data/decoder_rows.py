@@ -13,31 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..seeding import example_rng
-from . import Objective
+from .row_packing import ObjectiveRowBuilder, lay_out
 
 
 def decoder_row_length(inputs_length: int, targets_length: int) -> int:
     """Model positions of a row holding up to ``inputs_length`` input and ``targets_length`` target tokens."""
     return inputs_length + targets_length - 1
-
-
-def _lay_out(parts: Sequence[dict[str, np.ndarray]], features: Sequence[str], length: int) -> dict[str, np.ndarray]:
-    """``parts`` (each equal-length arrays of ``features``) one after another in a zero-padded row of ``length``
-    positions, with ``segment_ids`` 1, 2, ... and ``positions`` restarting per part."""
-    row = {name: np.zeros(length, dtype=np.int32) for name in (*features, "segment_ids", "positions")}
-    offset = 0
-    for number, part in enumerate(parts, start=1):
-        n = len(part["input_tokens"])
-        if offset + n > length:
-            raise ValueError(f"examples need more than the row's {length} positions: pack fewer per row")
-        span = slice(offset, offset + n)
-        for name in features:
-            row[name][span] = part[name]
-        row["segment_ids"][span] = number
-        row["positions"][span] = np.arange(n)
-        offset += n
-    return row
 
 
 def pack_decoder_row(examples: Sequence[tuple[np.ndarray, np.ndarray]], length: int) -> dict[str, np.ndarray]:
@@ -53,32 +34,24 @@ def pack_decoder_row(examples: Sequence[tuple[np.ndarray, np.ndarray]], length: 
             parts.append({"input_tokens": sequence[:-1], "target_tokens": sequence[1:],
                           "loss_weights": np.arange(1, n + 1) >= len(inputs),
                           "prefix_mask": np.arange(n) < len(inputs)})
-    return _lay_out(parts, ("input_tokens", "target_tokens", "loss_weights", "prefix_mask"), length)
+    return lay_out(parts, ("input_tokens", "target_tokens", "loss_weights", "prefix_mask"), length)
 
 
 @dataclass(frozen=True)
-class DecoderRowBuilder:
-    """Picklable ``(segments, segment_ids, epoch) -> row``: ``objective`` on each segment with
-    ``example_rng(seed, epoch, segment_id)``, packed into one decoder row."""
-
-    objective: Objective
-    inputs_length: int
-    targets_length: int
-    seed: int
+class DecoderRowBuilder(ObjectiveRowBuilder):
+    """:class:`ObjectiveRowBuilder` packing a sample's examples into one decoder row of :attr:`length` positions."""
 
     def __post_init__(self) -> None:
         if self.inputs_length < 0 or self.targets_length < 1 or self.length < 1:
             raise ValueError(f"bad row lengths {self.inputs_length}/{self.targets_length}: need inputs >= 0, "
                              "targets >= 1 and at least one position")
+        super().__post_init__()
 
     @property
     def length(self) -> int:
         return decoder_row_length(self.inputs_length, self.targets_length)
 
-    def __call__(self, segments: Sequence[np.ndarray], segment_ids: Sequence[int],
-                 epoch: int) -> dict[str, np.ndarray]:
-        examples = [self.objective(np.asarray(segment), example_rng(self.seed, epoch, segment_id))
-                    for segment, segment_id in zip(segments, segment_ids)]
+    def pack(self, examples: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
         return pack_decoder_row(examples, self.length)
 
 
@@ -106,4 +79,4 @@ def pack_padded_rows(rows: Sequence[dict[str, np.ndarray]], length: int) -> list
             slot = len(bins) - 1
         bins[slot].append(part)
         room[slot] -= size
-    return [_lay_out(members, features, length) for members in bins]
+    return [lay_out(members, features, length) for members in bins]

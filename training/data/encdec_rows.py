@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..seeding import example_rng
-from . import Objective
+from .row_packing import ObjectiveRowBuilder, lay_out
 
 ROW_FEATURES = ("encoder_input_tokens", "encoder_segment_ids", "encoder_positions", "decoder_target_tokens",
                 "decoder_input_tokens", "decoder_segment_ids", "decoder_positions", "decoder_loss_weights")
@@ -70,19 +69,6 @@ def make_autoregressive_inputs(targets: np.ndarray, segment_ids: np.ndarray | No
     return np.where(segment_ids != previous, np.asarray(bos_id, dtype=targets.dtype), shifted)
 
 
-def _pack_feature(arrays: Sequence[np.ndarray], length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Tokens, segment ids and positions of ``arrays`` laid out one after another and zero-padded to ``length``."""
-    tokens, segments, positions = (np.zeros(length, dtype=np.int32) for _ in range(3))
-    offset = 0
-    for number, array in enumerate(arrays, start=1):
-        end = offset + len(array)
-        tokens[offset:end] = array
-        segments[offset:end] = number
-        positions[offset:end] = np.arange(len(array))
-        offset = end
-    return tokens, segments, positions
-
-
 def pack_encdec_row(examples: Sequence[tuple[np.ndarray, np.ndarray]], inputs_length: int,
                     targets_length: int) -> dict[str, np.ndarray]:
     """One packed, padded row (see the module doc) from ``examples`` = [(inputs, targets), ...].
@@ -105,17 +91,17 @@ def pack_encdec_row(examples: Sequence[tuple[np.ndarray, np.ndarray]], inputs_le
     if used_inputs > inputs_length or used_targets > targets_length:
         raise ValueError(f"{len(examples)} examples need {used_inputs} input and {used_targets} target slots, over "
                          f"the row's {inputs_length}/{targets_length}: group them with first_fit_groups")
-    encoder_tokens, encoder_segments, encoder_positions = _pack_feature(inputs, inputs_length)
-    decoder_tokens, decoder_segments, decoder_positions = _pack_feature(targets, targets_length)
+    encoder = lay_out([{"tokens": array} for array in inputs], ("tokens",), inputs_length)
+    decoder = lay_out([{"tokens": array} for array in targets], ("tokens",), targets_length)
     return {
-        "encoder_input_tokens": encoder_tokens,
-        "encoder_segment_ids": encoder_segments,
-        "encoder_positions": encoder_positions,
-        "decoder_target_tokens": decoder_tokens,
-        "decoder_input_tokens": make_autoregressive_inputs(decoder_tokens, decoder_segments, bos_id=0),
-        "decoder_segment_ids": decoder_segments,
-        "decoder_positions": decoder_positions,
-        "decoder_loss_weights": (decoder_segments > 0).astype(np.int32),
+        "encoder_input_tokens": encoder["tokens"],
+        "encoder_segment_ids": encoder["segment_ids"],
+        "encoder_positions": encoder["positions"],
+        "decoder_target_tokens": decoder["tokens"],
+        "decoder_input_tokens": make_autoregressive_inputs(decoder["tokens"], decoder["segment_ids"], bos_id=0),
+        "decoder_segment_ids": decoder["segment_ids"],
+        "decoder_positions": decoder["positions"],
+        "decoder_loss_weights": (decoder["segment_ids"] > 0).astype(np.int32),
     }
 
 
@@ -128,24 +114,12 @@ def pack_encdec(examples: Sequence[tuple[np.ndarray, np.ndarray]], inputs_length
 
 
 @dataclass(frozen=True)
-class EncDecRowBuilder:
-    """Picklable ``(segments, segment_ids, epoch) -> row`` for the data loader: applies ``objective`` to each
-    segment with ``rng = example_rng(seed, epoch, segment_id)`` and packs the examples, in order, into one row."""
-
-    objective: Objective
-    inputs_length: int
-    targets_length: int
-    seed: int
+class EncDecRowBuilder(ObjectiveRowBuilder):
+    """:class:`ObjectiveRowBuilder` packing a sample's examples, in order, into one encoder-decoder row."""
 
     def __post_init__(self) -> None:
         _check_lengths(self.inputs_length, self.targets_length)
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0, got {self.seed}")
+        super().__post_init__()
 
-    def __call__(self, segments: Sequence[np.ndarray], segment_ids: Sequence[int],
-                 epoch: int) -> dict[str, np.ndarray]:
-        if len(segments) != len(segment_ids):
-            raise ValueError(f"got {len(segments)} segments but {len(segment_ids)} segment ids")
-        examples = [self.objective(np.asarray(segment), example_rng(self.seed, epoch, segment_id))
-                    for segment, segment_id in zip(segments, segment_ids)]
+    def pack(self, examples: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
         return pack_encdec_row(examples, self.inputs_length, self.targets_length)

@@ -1,8 +1,9 @@
-"""Batches of in-memory row sets (character corpora, QA pairs, classification examples) on the shared plan.
+"""Batches of a :class:`~c4prep.training.data.row_source.RowSource` on the shared plan, and in-memory row sets.
 
-A :class:`RowSet` is ``size`` items and ``rows(item, epoch) -> row``; :class:`RowBatches` serves them following a
+A :class:`RowSet` (character corpora, QA pairs, classification examples) is ``size`` items built by the picklable
+``rows(item, epoch) -> row``. :class:`RowBatches` serves any row source following a
 :class:`~c4prep.training.data.batches.BatchPlan` (per-(seed, epoch) permutation, sliced over ranks, micro-batches
-and loader workers), so these stages get the same determinism and O(1) resume as the token shards.
+and loader workers): the same determinism and O(1) resume for token shards and in-memory rows.
 """
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..objectives.decoder_rows import pack_padded_rows
 from .batches import BatchPlan, MicroBatchStream, collate_rows, rank_micro_batches
+from .decoder_rows import pack_padded_rows
+from .row_source import RowSource, stream_fingerprint
 
 
 def content_fingerprint(text: str, **settings: Any) -> str:
@@ -31,46 +33,49 @@ class RowSet:
     size: int
     fingerprint: str
 
+    def row(self, i: int, epoch: int) -> dict[str, np.ndarray]:
+        return self.rows(i, epoch)
+
 
 class RowBatches(MicroBatchStream):
-    """This rank's micro-batches of ``row_set`` following ``plan``; with ``pack_length`` the padded decoder rows of a
-    micro-batch are re-packed without their padding (:func:`pack_padded_rows`: fewer, fuller rows)."""
+    """This rank's micro-batches of ``source`` following ``plan``; with ``pack_length`` the padded decoder rows of a
+    micro-batch are re-packed without their padding (:func:`pack_padded_rows`: fewer, fuller rows). The fingerprint
+    covers the source, seed, G and drop_last (not W, M or workers)."""
 
-    def __init__(self, row_set: RowSet, plan: BatchPlan, rank: int, start_step: int = 0,
+    def __init__(self, source: RowSource, plan: BatchPlan, rank: int, start_step: int = 0,
                  num_steps: int | None = None, pack_length: int | None = None) -> None:
-        key = f"{row_set.fingerprint}\t{plan.seed}\t{plan.global_batch_size}\t{plan.drop_last}"
-        super().__init__(plan.grad_accum, plan.world_size, rank, hashlib.sha256(key.encode()).hexdigest(),
-                         start_step, num_steps)
-        self.row_set, self.plan, self.pack_length = row_set, plan, pack_length
+        fingerprint = stream_fingerprint(source.fingerprint, plan.seed, plan.global_batch_size, plan.drop_last)
+        super().__init__(plan.grad_accum, plan.world_size, rank, fingerprint, start_step, num_steps)
+        self.source, self.plan, self.pack_length = source, plan, pack_length
 
     def micro_batch(self, step: int, micro: int) -> dict[str, torch.Tensor]:
         epoch = self.plan.epoch_of(step)
         items = self.plan.micro_batch_samples(step, self.rank, micro)
-        rows = [self.row_set.rows(int(item), epoch) for item in items]
+        rows = [self.source.row(int(item), epoch) for item in items]
         return collate_rows(pack_padded_rows(rows, self.pack_length) if self.pack_length else rows)
 
 
-def row_set_eval_batches(row_set: RowSet, rank: int, world_size: int, micro_batch_size: int,
+def row_set_eval_batches(source: RowSource, rank: int, world_size: int, micro_batch_size: int,
                          order: np.ndarray | None = None) -> Iterator[dict[str, torch.Tensor]]:
     """Unshuffled evaluation micro-batches of every item (epoch 0) in ``order`` (default: item order), dealt to the
     ranks and padded with ``row_mask`` like :func:`~c4prep.training.data.batches.rank_micro_batches`."""
-    return rank_micro_batches(row_set.size, rank, world_size, micro_batch_size,
-                              lambda items: [row_set.rows(int(item), 0) for item in items], order)
+    return rank_micro_batches(source.size, rank, world_size, micro_batch_size,
+                              lambda items: [source.row(int(item), 0) for item in items], order)
 
 
-def length_order(row_set: RowSet, length: Callable[[dict[str, np.ndarray]], int]) -> np.ndarray:
-    """Every item of ``row_set`` sorted by ``length(row)`` at epoch 0, ties in item order: batches cut from it hold
+def length_order(source: RowSource, length: Callable[[dict[str, np.ndarray]], int]) -> np.ndarray:
+    """Every item of ``source`` sorted by ``length(row)`` at epoch 0, ties in item order: batches cut from it hold
     rows of similar length, so a consumer that cuts a batch to its longest row computes little padding."""
-    return np.argsort([length(row_set.rows(item, 0)) for item in range(row_set.size)], kind="stable")
+    return np.argsort([length(source.row(item, 0)) for item in range(source.size)], kind="stable")
 
 
-def row_set_length_batches(row_set: RowSet, micro_batch_size: int,
+def row_set_length_batches(source: RowSource, micro_batch_size: int,
                            length: Callable[[dict[str, np.ndarray]], int]) -> Iterator[dict[str, torch.Tensor]]:
     """Evaluation micro-batches of every item (epoch 0) in :func:`length_order`, each row built once; ``item`` holds
     each row's item index."""
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
-    rows = [row_set.rows(item, 0) for item in range(row_set.size)]
+    rows = [source.row(item, 0) for item in range(source.size)]
     order = np.argsort([length(row) for row in rows], kind="stable")
     for start in range(0, len(order), micro_batch_size):
         items = order[start:start + micro_batch_size]

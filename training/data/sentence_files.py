@@ -19,7 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..objectives.decoder_rows import pack_padded_rows
+from .decoder_rows import pack_padded_rows
 
 UNK_WORD = "<unk>"
 VOCABULARY_FILE = "word_vocabulary.json"

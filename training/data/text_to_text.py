@@ -23,6 +23,8 @@ import pyarrow.fs as pafs
 from c4prep.shards import resolve_uri
 from c4prep.tokenization.vocabulary import Vocabulary
 
+from .encdec_rows import pack_encdec, pack_encdec_row
+
 LOGGER = logging.getLogger(__name__)
 
 FORMATS = {".tsv": "tsv", ".tsv.gz": "tsv", ".jsonl": "jsonl", ".jsonl.gz": "jsonl"}
@@ -120,7 +122,7 @@ def encode_pairs(pairs: Sequence[TextPair], vocab: Vocabulary, inputs_length: in
 @dataclass(frozen=True)
 class TextToTextRows:
     """Picklable pairs -> encoder-decoder rows (for Beam or data-loader workers): :func:`encode_pairs`, then
-    ``training.objectives.packing``: ``pack_encdec`` (greedy in-order packing) or, if ``pack`` is false, one
+    ``encdec_rows``: ``pack_encdec`` (greedy in-order packing) or, if ``pack`` is false, one
     ``pack_encdec_row`` per example. Rows have that module's int32 features (``encoder_input_tokens``, ...)."""
 
     vocab: Vocabulary
@@ -129,8 +131,6 @@ class TextToTextRows:
     pack: bool = True
 
     def __call__(self, pairs: Sequence[TextPair]) -> list[dict[str, np.ndarray]]:
-        from ..objectives.packing import pack_encdec, pack_encdec_row  # lazy: reading pairs needs no packing
-
         examples = encode_pairs(pairs, self.vocab, self.inputs_length, self.targets_length).examples
         if self.pack:
             return pack_encdec(examples, self.inputs_length, self.targets_length)

@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 from c4prep.manifest import ManifestError, ShardEntry, read_manifest
 from c4prep.shards import ShardIntegrityError, open_verified_shard, resolve_uri
 
-from ..objectives.packing import first_fit_groups
+from .encdec_rows import first_fit_groups
 
 INDEX_VERSION = 1  # bump when the segmenting or packing rule changes: it is part of the fingerprint
 

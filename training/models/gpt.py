@@ -5,10 +5,15 @@
 
 Inputs are ``input_tokens`` [B, T] plus, optionally, seqio-style packing (``segment_ids``, ``positions``) and a
 ``prefix_mask`` that makes the prefix attend bidirectionally (the T5 paper's prefix LM, Figure 3).
+
+Models built on a GPT (AdaVAE) run its :meth:`GPT.embed` and blocks with hooks: an explicit attention mask, extra
+key/value slots (``extra_kv``) and residual hooks (``attn_residual``, ``ffn_residual``, e.g. adapters); without hooks
+the block computes exactly the plain forward pass.
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,6 +22,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .gpt_attention import CausalSelfAttention, SynthesizerAttention, attention_mask
+from .sampling import next_token
+
+Residual = Callable[[Tensor, Tensor], Tensor]  # (residual stream x, sublayer output) -> the new residual stream
 
 
 @dataclass(frozen=True)
@@ -100,12 +108,21 @@ class Block(nn.Module):
             self.attn = CausalSelfAttention(config.n_embd, config.n_head, config.dropout, config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: Tensor, mask: Tensor | None, positions: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None, positions: Tensor | None,
+                extra_kv: tuple[Tensor, Tensor] | None = None, attn_residual: Residual | None = None,
+                ffn_residual: Residual | None = None) -> Tensor:
+        """Hooks (None: the plain block): ``extra_kv`` goes to the attention (``mask`` then covers it);
+        ``attn_residual(x, out)`` and ``ffn_residual(x, out)`` replace the sums ``x + out`` of the attention and
+        MLP outputs ``out`` with the residual stream ``x`` (adapters)."""
         if self.pre_norm:
-            x = x + self.attn(self.ln1(x), mask, positions)
-            return x + self.mlp(self.ln2(x))
-        x = self.ln1(x + self.attn(x, mask, positions))
-        return self.ln2(x + self.mlp(x))
+            out = self.attn(self.ln1(x), mask, positions, extra_kv)
+            x = x + out if attn_residual is None else attn_residual(x, out)
+            out = self.mlp(self.ln2(x))
+            return x + out if ffn_residual is None else ffn_residual(x, out)
+        out = self.attn(x, mask, positions, extra_kv)
+        x = self.ln1(x + out if attn_residual is None else attn_residual(x, out))
+        out = self.mlp(x)
+        return self.ln2(x + out if ffn_residual is None else ffn_residual(x, out))
 
 
 class GPT(nn.Module):
@@ -139,15 +156,20 @@ class GPT(nn.Module):
         """Distinct parameters (a tied head counted once)."""
         return sum(p.numel() for p in self.parameters())
 
-    def hidden_states(self, input_tokens: Tensor, segment_ids: Tensor | None = None,
-                      positions: Tensor | None = None, prefix_mask: Tensor | None = None) -> Tensor:
-        """Final hidden states [B, T, n_embd] (after the last layer norm)."""
+    def embed(self, input_tokens: Tensor, positions: Tensor | None = None, offset: Tensor | None = None) -> Tensor:
+        """Token + position embeddings (+ ``offset``, broadcast to [B, T, n_embd]), after dropout."""
         T = input_tokens.shape[1]
         if T > self.config.block_size:
             raise ValueError(f"sequence of {T} tokens exceeds block_size {self.config.block_size}")
         position_ids = torch.arange(T, device=input_tokens.device)[None] if positions is None else positions
-        x = self.drop(self.tok_emb(input_tokens) + self.pos_emb(position_ids))
-        mask = attention_mask(T, segment_ids, prefix_mask, input_tokens.device)
+        x = self.tok_emb(input_tokens) + self.pos_emb(position_ids)
+        return self.drop(x if offset is None else x + offset)
+
+    def hidden_states(self, input_tokens: Tensor, segment_ids: Tensor | None = None,
+                      positions: Tensor | None = None, prefix_mask: Tensor | None = None) -> Tensor:
+        """Final hidden states [B, T, n_embd] (after the last layer norm)."""
+        x = self.embed(input_tokens, positions)
+        mask = attention_mask(input_tokens.shape[1], segment_ids, prefix_mask, input_tokens.device)
         for block in self.blocks:
             x = block(x, mask, positions)
         return self.ln_f(x)
@@ -192,18 +214,9 @@ class GPT(nn.Module):
             width = int((lengths - starts).max())
             window = tokens.gather(1, starts[:, None] + torch.arange(width, device=device)[None])
             logits = self(window)[rows, lengths - 1 - starts].float() / temperature
-            tokens[rows, lengths] = _next_token(logits, top_k, greedy, generator)
+            tokens[rows, lengths] = next_token(logits, top_k, greedy, generator)
             lengths = lengths + 1
         return [tokens[row, len(prompt):len(prompt) + max_new_tokens] for row, prompt in enumerate(prompts)]
-
-
-def _next_token(logits: Tensor, top_k: int | None, greedy: bool, generator: torch.Generator | None) -> Tensor:
-    if greedy:
-        return logits.argmax(-1)
-    if top_k is not None:
-        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    return torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(-1)
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -2,7 +2,9 @@
 
 Both take ``(x, mask)`` where ``mask`` is None (plain causal attention over positions ``0..T-1``) or a bool
 ``[B, 1, T, T]`` "may attend" matrix from :func:`attention_mask` (packed segments, prefix-LM). The synthesizer also
-takes the per-token ``positions`` that index its learned score columns.
+takes the per-token ``positions`` that index its learned score columns. Dot-product attention also takes
+``extra_kv``: keys and values attended before the tokens' own (prefix tuning, AdaVAE's latent slots), which ``mask``
+then covers in its first columns (:func:`prepend_visible_keys`).
 """
 from __future__ import annotations
 
@@ -29,6 +31,14 @@ def attention_mask(length: int, segment_ids: Tensor | None = None, prefix_mask: 
     return allowed[:, None]
 
 
+def prepend_visible_keys(allowed: Tensor, count: int) -> Tensor:
+    """The bool mask ``allowed`` [..., T] with ``count`` always-visible key columns in front (for ``extra_kv``)."""
+    if not count:
+        return allowed
+    visible = torch.ones(*allowed.shape[:-1], count, dtype=torch.bool, device=allowed.device)
+    return torch.cat([visible, allowed], dim=-1)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention, causal by default: fused ``scaled_dot_product_attention``, or
     :func:`.plain_attention.plain_attention` for bf16 on CPU (faster there)."""
@@ -42,10 +52,17 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(n_embd, n_embd, bias=bias)
         self.resid_drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None,
+                extra_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """``extra_kv``: keys and values ``[B, n_head, S, head_dim]`` prepended to the tokens' own; ``mask``
+        ``[B or 1, 1, T or 1, S + T]`` is then required (``positions`` is the synthesizer's, unused here)."""
         B, T, C = x.shape
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
                    for t in self.qkv(x).split(C, dim=2))
+        if extra_kv is not None:
+            if mask is None:
+                raise ValueError("extra_kv needs a mask over its keys and the tokens' (see prepend_visible_keys)")
+            k, v = torch.cat([extra_kv[0], k], dim=2), torch.cat([extra_kv[1], v], dim=2)
         dropout = self.dropout if self.training else 0.0
         if q.device.type == "cpu" and q.dtype == torch.bfloat16:
             allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril() if mask is None else mask
@@ -77,8 +94,11 @@ class SynthesizerAttention(nn.Module):
         self.attn_drop = nn.Dropout(dropout)
         self.resid_drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None,
+                extra_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
         B, T, C = x.shape
+        if extra_kv is not None:
+            raise ValueError("synthesizer attention scores token positions only: it takes no extra_kv")
         if T > self.max_length:
             raise ValueError(f"synthesizer attention takes at most {self.max_length} positions, got {T}")
         hidden = F.relu(self.w1(x)).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)

@@ -5,8 +5,6 @@ from typing import Any
 
 from torch import nn
 
-from ..experiments.adavae.model import AdaVAE, AdaVAEConfig
-from ..experiments.gpt1.classifier import GPTClassifier
 from .gpt import GPT, GPTConfig, gpt_config
 from .t5 import T5, t5_config
 
@@ -21,11 +19,15 @@ def _gpt(vocab_size: int, size: str = "gpt_tiny", **overrides: Any) -> nn.Module
 
 def _gpt_classifier(vocab_size: int, num_classes: int, reduce: str = "sum", classifier_dropout: float = 0.1,
                     size: str = "gpt_tiny", **overrides: Any) -> nn.Module:
+    from ..experiments.gpt1.classifier import GPTClassifier  # experiments build on the core models, not around
+
     return GPTClassifier(GPT(gpt_config(size, vocab_size, **overrides)), num_classes, reduce, classifier_dropout)
 
 
 def _adavae(vocab_size: int, backbone: dict[str, Any], **settings: Any) -> nn.Module:
     """``backbone``: the GPTConfig fields of the pretrained GPT the VAE wraps (its weights come from a checkpoint)."""
+    from ..experiments.adavae.model import AdaVAE, AdaVAEConfig  # experiments build on the core models
+
     return AdaVAE(GPT(GPTConfig(vocab_size=vocab_size, **backbone)), AdaVAEConfig(**settings))
 
 

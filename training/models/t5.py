@@ -1,16 +1,15 @@
 """T5 encoder-decoder (v1.0 and v1.1), faithful to Mesh TensorFlow T5 and HF ``T5ForConditionalGeneration``.
 
-Read top to bottom: config and sizes, RMSNorm, relative position buckets, attention, feed-forward, adapter, block,
-stack, model. Token conventions are seqio's: 0 is padding and the decoder start token, 1 is EOS. Packed rows carry
-segment ids 1..n (0 = padding) and positions that restart at 0 in every segment.
+Read top to bottom: config and sizes, RMSNorm, feed-forward, adapter layer, block, stack, model; the attention, its
+relative position buckets and the masks are in :mod:`.t5_attention`. Token conventions are seqio's: 0 is padding and
+the decoder start token, 1 is EOS. Packed rows carry segment ids 1..n (0 = padding) and positions that restart at 0 in
+every segment.
 
 Decisions worth knowing:
 - The embedding (and the untied ``lm_head``) has ``padded_vocab_size`` rows: ``vocab_size`` rounded up to a multiple
   of 128, as MTF's ``vocab_divisor`` gives 32,128 rows for the 32,100-id vocabulary (32,000 pieces + 100 sentinels).
   Logits are returned over all padded rows, unmasked, exactly as MTF and the released checkpoints compute them; the
   extra rows are never targets. ``generate`` takes the argmax over them too, as HF does.
-- Masks are additive -1e9 (MTF) rather than HF's finfo.min: identical wherever a query sees at least one key, and
-  finite in bf16 where it sees none (decoder padding in packed rows), so no NaN reaches the loss or the gradients.
 - The untied v1.1 ``lm_head`` is initialised with std d_model^-0.5 (MTF's dense-layer default), not HF's 1.0 (nanoT5
   issue #25). Every other init follows HF ``_init_weights``.
 - Adapters (paper §3.5.1) sit after each feed-forward network: the block computes ``h = FF(norm(x))``, then
@@ -19,7 +18,6 @@ Decisions worth knowing:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from itertools import zip_longest
 from typing import Literal
@@ -28,10 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .plain_attention import plain_attention
+from .t5_attention import Attention, relative_position_bucket, same_segment, with_mask
 
 VOCAB_DIVISOR = 128
-MASK_VALUE = -1e9  # MTF's additive mask; finite in fp32 and bf16, so fully masked padding rows stay finite
 
 
 @dataclass
@@ -105,63 +102,6 @@ class RMSNorm(nn.Module):
         return self.weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x)
 
 
-def relative_position_bucket(relative_position: Tensor, bidirectional: bool, num_buckets: int,
-                             max_distance: int) -> Tensor:
-    """Bucket of ``key_position - query_position``: half the buckets exact, half log-spaced up to ``max_distance``.
-
-    Bidirectional (encoder): 16 buckets per direction, positive offsets get +16. Causal (decoder): all 32 buckets
-    for offsets <= 0; positive offsets map to bucket 0.
-    """
-    if bidirectional:
-        num_buckets //= 2
-        offset = (relative_position > 0).long() * num_buckets
-        distance = relative_position.abs()
-    else:
-        offset = torch.zeros_like(relative_position)
-        distance = (-relative_position).clamp(min=0)
-    max_exact = num_buckets // 2
-    log_ratio = torch.log(distance.float().clamp(min=max_exact) / max_exact) / math.log(max_distance / max_exact)
-    log_bucket = (max_exact + (log_ratio * (num_buckets - max_exact)).long()).clamp(max=num_buckets - 1)
-    return offset + torch.where(distance < max_exact, distance, log_bucket)
-
-
-class Attention(nn.Module):
-    """Multi-head attention without biases and without 1/sqrt(d_kv) scaling (folded into the q init).
-
-    On CPU it is written out (:func:`.plain_attention.plain_attention`) rather than calling SDPA: with a mask that
-    needs a gradient (the learned position bias) SDPA takes its unfused math path, which on CPU adds a guard for
-    fully masked rows and, under bf16 autocast, upcasts to fp32; the plain form is the same math with fewer, bf16
-    kernels. Other devices use SDPA.
-    """
-
-    def __init__(self, config: T5Config):
-        super().__init__()
-        inner = config.num_heads * config.d_kv
-        self.q = nn.Linear(config.d_model, inner, bias=False)
-        self.k = nn.Linear(config.d_model, inner, bias=False)
-        self.v = nn.Linear(config.d_model, inner, bias=False)
-        self.o = nn.Linear(inner, config.d_model, bias=False)
-        nn.init.normal_(self.q.weight, std=(config.d_model * config.d_kv) ** -0.5)
-        nn.init.normal_(self.k.weight, std=config.d_model ** -0.5)
-        nn.init.normal_(self.v.weight, std=config.d_model ** -0.5)
-        nn.init.normal_(self.o.weight, std=inner ** -0.5)
-        self.num_heads, self.d_kv, self.dropout = config.num_heads, config.d_kv, config.dropout_rate
-
-    def forward(self, x: Tensor, memory: Tensor, bias: Tensor) -> Tensor:
-        """``x`` [B, Tq, d] attends to ``memory`` [B, Tk, d]; ``bias`` [B or 1, H or 1, Tq, Tk] is additive."""
-        (b, tq, _), tk = x.shape, memory.shape[1]
-        q = self.q(x).view(b, tq, self.num_heads, self.d_kv).transpose(1, 2)
-        k = self.k(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
-        v = self.v(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
-        bias = bias.to(q.dtype)
-        if q.device.type == "cpu":
-            y = plain_attention(q, k, v, bias, self.dropout if self.training else 0.0)
-        else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0,
-                                               dropout_p=self.dropout if self.training else 0.0)
-        return self.o(y.transpose(1, 2).reshape(b, tq, self.num_heads * self.d_kv))
-
-
 class FeedForward(nn.Module):
     """v1.0: ``wo(dropout(relu(wi x)))``; v1.1: ``wo(dropout(gelu_tanh(wi_0 x) * wi_1 x))``."""
 
@@ -184,7 +124,7 @@ class FeedForward(nn.Module):
         return self.wo(self.dropout(h))
 
 
-class Adapter(nn.Module):
+class T5AdapterLayer(nn.Module):
     """Dense-ReLU-dense bottleneck with its own skip connection: ``h + up(relu(down(h)))``; identity at init."""
 
     def __init__(self, d_model: int, adapter_dim: int):
@@ -210,7 +150,7 @@ class Block(nn.Module):
             self.cross_attn = Attention(config)
         self.ff_norm = RMSNorm(config.d_model, config.layer_norm_epsilon)
         self.ff = FeedForward(config)
-        self.adapter = Adapter(config.d_model, config.adapter_dim) if config.adapter_dim else nn.Identity()
+        self.adapter = T5AdapterLayer(config.d_model, config.adapter_dim) if config.adapter_dim else nn.Identity()
         self.dropout = nn.Dropout(config.dropout_rate)
 
     def forward(self, x: Tensor, self_bias: Tensor, memory: Tensor | None = None,
@@ -269,16 +209,6 @@ def _positions(tokens: Tensor, positions: Tensor | None) -> Tensor:
     return positions if positions is not None else torch.arange(tokens.shape[1], device=tokens.device)[None]
 
 
-def _same_segment(query_segments: Tensor, key_segments: Tensor) -> Tensor:
-    """[B, 1, Tq, Tk] bool: query and key share a segment id."""
-    return query_segments[:, None, :, None] == key_segments[:, None, None, :]
-
-
-def _with_mask(bias: Tensor, visible: Tensor) -> Tensor:
-    """``bias`` where visible, ``MASK_VALUE`` elsewhere (the two broadcast against each other)."""
-    return torch.where(visible, bias, MASK_VALUE)
-
-
 class T5(nn.Module):
     """Encoder-decoder T5. ``forward`` returns logits [B, T_dec, padded_vocab_size]."""
 
@@ -301,9 +231,9 @@ class T5(nn.Module):
         if encoder_segment_ids is None:
             visible = (tokens != self.config.pad_id)[:, None, None, :]
         else:
-            visible = _same_segment(encoder_segment_ids, encoder_segment_ids)
+            visible = same_segment(encoder_segment_ids, encoder_segment_ids)
         positions = _positions(tokens, encoder_positions)
-        bias = _with_mask(self.encoder.position_bias(positions, positions), visible)
+        bias = with_mask(self.encoder.position_bias(positions, positions), visible)
         return self.encoder(self.shared(tokens), bias)
 
     def decode(self, encoded: Tensor, encoder_input_tokens: Tensor, decoder_input_tokens: Tensor,
@@ -319,11 +249,11 @@ class T5(nn.Module):
             self_visible = causal[None, None]
             cross_visible = (encoder_input_tokens != self.config.pad_id)[:, None, None, :]
         else:
-            self_visible = causal & _same_segment(decoder_segment_ids, decoder_segment_ids)
-            cross_visible = _same_segment(decoder_segment_ids, encoder_segment_ids)
+            self_visible = causal & same_segment(decoder_segment_ids, decoder_segment_ids)
+            cross_visible = same_segment(decoder_segment_ids, encoder_segment_ids)
         positions = _positions(tokens, decoder_positions)
-        self_bias = _with_mask(self.decoder.position_bias(positions, positions), self_visible)
-        cross_bias = _with_mask(torch.zeros((), device=tokens.device), cross_visible)
+        self_bias = with_mask(self.decoder.position_bias(positions, positions), self_visible)
+        cross_bias = with_mask(torch.zeros((), device=tokens.device), cross_visible)
         x = self.decoder(self.shared(tokens), self_bias, encoded, cross_bias)
         if self.lm_head is None:
             return F.linear(x * self.config.d_model ** -0.5, self.shared.weight)
@@ -356,16 +286,12 @@ class T5(nn.Module):
                 break
         return tokens[:, 1:]
 
-    def adapter_parameters(self) -> list[nn.Parameter]:
-        """Parameters of all adapters (empty when ``adapter_dim == 0``)."""
-        return [p for m in self.modules() if isinstance(m, Adapter) for p in m.parameters()]
-
     def freeze_all_but_adapters(self) -> None:
         """Train only adapters and layer norms, as the paper's adapter fine-tuning does (§3.5.1: "only the adapter
         layer and layer normalization parameters are updated")."""
         if not self.config.adapter_dim:
             raise ValueError("model has no adapters (adapter_dim == 0)")
-        trainable = {id(p) for m in self.modules() if isinstance(m, (Adapter, RMSNorm)) for p in m.parameters()}
+        trainable = {id(p) for m in self.modules() if isinstance(m, (T5AdapterLayer, RMSNorm)) for p in m.parameters()}
         for p in self.parameters():
             p.requires_grad_(id(p) in trainable)
 

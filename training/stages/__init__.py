@@ -10,9 +10,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from omegaconf import DictConfig
-
-from ..config import TrainConfigError
+from ..config_errors import TrainConfigError
+from ..config_groups import TrainConfig
 
 STAGE_TABLE: dict[tuple[str, str], str] = {
     ("pretrain", "tokens"): "stages.pretrain:run_token_pretrain",
@@ -22,6 +21,7 @@ STAGE_TABLE: dict[tuple[str, str], str] = {
     ("finetune", "text_to_text"): "stages.finetune:run_finetune",
     ("finetune", "birth_places"): "experiments.cs224n_a5.stages:run_a5_finetune",
     ("finetune", "classification"): "experiments.gpt1.stages:run_classification",
+    ("finetune", "gpt1_task"): "experiments.gpt1.stages:run_task_finetune",
     ("evaluate", "tokens"): "stages.evaluate:run_evaluate",
     ("evaluate", "birth_places"): "experiments.cs224n_a5.stages:run_a5_evaluate",
     ("finetune", "adavae"): "experiments.adavae.stages:run_adavae_train",
@@ -32,10 +32,9 @@ STAGE_TABLE: dict[tuple[str, str], str] = {
 MODEL_ROUTES = frozenset({"adavae"})  # model families whose stages do not depend on data.kind
 
 
-def stage_route(cfg: DictConfig) -> str:
+def stage_route(cfg: TrainConfig) -> str:
     """The table's second key for this config: the model family when it has its own stages, else ``data.kind``."""
-    family = cfg.model.get("name")
-    return family if family in MODEL_ROUTES else str(cfg.data.get("kind"))
+    return cfg.model.name if cfg.model.name in MODEL_ROUTES else cfg.data.kind
 
 
 def stage_function(stage: str, route: str):
@@ -52,6 +51,6 @@ def stage_function(stage: str, route: str):
     return getattr(import_module(f"{__package__.rsplit('.', 1)[0]}.{module}"), function)
 
 
-def run_stage(cfg: DictConfig) -> dict[str, Any]:
+def run_stage(cfg: TrainConfig) -> dict[str, Any]:
     """Run ``cfg.stage`` for this config's model family or data kind and return its summary."""
     return stage_function(cfg.stage, stage_route(cfg))(cfg)

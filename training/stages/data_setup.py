@@ -14,11 +14,15 @@ from pathlib import Path
 from c4prep.manifest import Manifest, ManifestError, read_manifest
 from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
-from omegaconf import DictConfig
 
-from ..config import TrainConfigError, section
-from ..data.batches import RowBuilder
+from ..batch_losses import DecoderLoss, EncDecLoss
+from ..config_errors import TrainConfigError
+from ..config_data import SentencesData, TokensData
+from ..config_groups import TokenObjectiveConfig, TrainConfig
+from ..data.decoder_rows import DecoderRowBuilder
+from ..data.encdec_rows import EncDecRowBuilder
 from ..data.row_batches import RowSet, content_fingerprint
+from ..data.row_source import RowSource
 from ..data.sentence_files import (
     VOCABULARY_FILE,
     SentenceDataError,
@@ -31,21 +35,25 @@ from ..data.sentence_files import (
     word_counts,
 )
 from ..data.token_index import SampleIndex, TokenDataError, build_sample_index
+from ..data.token_rows import RowBuilder, TokenSampleRows
 from ..objectives import make_objective
-from ..objectives.decoder_rows import DecoderRowBuilder
-from ..objectives.packing import EncDecRowBuilder
-from ..batch_losses import DecoderLoss, EncDecLoss
 from ..trainer import BatchLoss
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class RowCorpus:
-    train: RowSet
-    validation: RowSet | None
+class TrainingData:
+    """What a stage trains on: the row sources of both splits (validation None when there is none), their
+    vocabulary size and how a batch of their rows is scored; for token shards, how a sample becomes a row."""
+
+    train: RowSource
+    validation: RowSource | None
     vocab_size: int
     run_files: dict[str, str] = field(default_factory=dict)  # name -> text the run folder keeps (a vocabulary)
+    pack_length: int | None = None  # re-pack each micro-batch's padded rows into this many positions
+    batch_loss: BatchLoss = DecoderLoss()
+    row_builder: RowBuilder | None = None
 
 
 def read_text(path: str, key: str) -> str:
@@ -56,20 +64,20 @@ def read_text(path: str, key: str) -> str:
         raise TrainConfigError(f"data.{key}={path} is not a readable file; set data.{key}=<path>") from None
 
 
-def _sentences(data: DictConfig, key: str) -> list[str]:
+def _sentences(data: SentencesData, key: str) -> list[str]:
     try:
-        return read_sentences(data[key])
+        return read_sentences(getattr(data, key))
     except SentenceDataError as error:
         raise TrainConfigError(f"data.{key}: {error}") from None
 
 
-def sentence_row_set(data: DictConfig, key: str, vocab: SentenceVocabulary, sentences: list[str] | None = None,
+def sentence_row_set(data: SentencesData, key: str, vocab: SentenceVocabulary, sentences: list[str] | None = None,
                      positions: int | None = None) -> RowSet:
     """The sentences of file ``data.<key>`` (or ``sentences`` read from it), capped at ``data.max_words`` words, as
     ``[BOS] tokens [EOS]`` rows over ``vocab`` with their word counts; rows of ``positions`` positions (default
     ``data.max_words + 1``: one id per word), a sentence needing more is refused. The fingerprint covers the ids
     (so the text and the vocabulary), the word cap and the row length."""
-    max_words = int(data["max_words"])
+    max_words = data.max_words
     positions = max_words + 1 if positions is None else positions
     sentences = _sentences(data, key) if sentences is None else sentences
     try:
@@ -77,38 +85,28 @@ def sentence_row_set(data: DictConfig, key: str, vocab: SentenceVocabulary, sent
         rows = SentenceRows.from_examples(examples, word_counts(sentences, max_words), vocab, positions)
     except SentenceDataError as error:
         raise TrainConfigError(f"data.{key}: {error}") from None
-    log.info("%s: %d sentences, %d capped at %d words", data[key], len(sentences), capped, max_words)
+    log.info("%s: %d sentences, %d capped at %d words", getattr(data, key), len(sentences), capped, max_words)
     ids = "\n".join(" ".join(map(str, example)) for example in examples)
     return RowSet(rows, len(rows), content_fingerprint(ids, max_words=max_words, positions=positions, kind="sentences"))
 
 
-def sentence_corpus(cfg: DictConfig) -> RowCorpus:
+def sentence_corpus(cfg: TrainConfig) -> TrainingData:
     """``data.train`` / ``data.validation`` sentence files (one per line) as ``[BOS] words [EOS]`` rows of
     ``data.max_words + 1`` positions, over the word vocabulary of the training sentences."""
-    data = section(cfg, "data")
-    max_words = int(data["max_words"])
-    if data.get("pack") and int(data["pack_length"]) < max_words + 1:
-        raise TrainConfigError(f"data.pack_length={data['pack_length']} cannot hold a sentence of data.max_words="
+    data = cfg.data
+    max_words = data.max_words
+    if data.pack and data.pack_length < max_words + 1:
+        raise TrainConfigError(f"data.pack_length={data.pack_length} cannot hold a sentence of data.max_words="
                                f"{max_words} words plus BOS: set data.pack_length>={max_words + 1}")
     train_sentences = _sentences(data, "train")
     vocab = WordVocabulary.from_sentences(train_sentences)
     train = sentence_row_set(data, "train", vocab, train_sentences)
-    validation = sentence_row_set(data, "validation", vocab) if data.get("validation") else None
-    if validation is not None and data.get("pack"):  # forward-only: packing changes its cost, not its losses
-        packed = packed_sentence_rows(validation.rows, int(data["pack_length"]))
+    validation = sentence_row_set(data, "validation", vocab) if data.validation else None
+    if validation is not None and data.pack:  # forward-only: packing changes its cost, not its losses
+        packed = packed_sentence_rows(validation.rows, data.pack_length)
         validation = RowSet(packed, len(packed), validation.fingerprint)
-    return RowCorpus(train, validation, vocab.vocab_size, {VOCABULARY_FILE: vocab.to_json() + "\n"})
-
-
-@dataclass(frozen=True)
-class PretrainData:
-    """The corpus side of pre-training: indices of both splits and how a sample becomes a row."""
-
-    train: SampleIndex
-    validation: SampleIndex | None
-    row_builder: RowBuilder
-    vocab_size: int
-    batch_loss: BatchLoss
+    return TrainingData(train, validation, vocab.vocab_size, {VOCABULARY_FILE: vocab.to_json() + "\n"},
+                     data.pack_length if data.pack else None)
 
 
 def token_manifest(tokens_dir: str) -> Manifest:
@@ -126,37 +124,37 @@ def vocabulary_size(manifest: Manifest, tokens_dir: str) -> int:
     return int(vocabulary["vocab_size"])
 
 
-def pretrain_data(cfg: DictConfig, decoder_only: bool | None = None) -> PretrainData:
-    """Build the objective and the sample indices the config asks for; rows for a decoder-only model when
-    ``decoder_only`` (default: when the ``model:`` section names a GPT)."""
-    data, objective_cfg = section(cfg, "data"), section(cfg, "objective")
-    manifest = token_manifest(data["tokens"])
-    vocab_size = vocabulary_size(manifest, data["tokens"])
-    inputs_length, targets_length = int(objective_cfg["inputs_length"]), int(objective_cfg["targets_length"])
+def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: int, decoder_only: bool,
+                  z_loss: float = 0.0) -> TrainingData:
+    """The objective's samples of the token shards ``data`` names, as rows for a decoder-only model when
+    ``decoder_only``, else for an encoder-decoder (scored with ``z_loss``); ``seed`` draws every mask."""
+    manifest = token_manifest(data.tokens)
+    vocab_size = vocabulary_size(manifest, data.tokens)
+    inputs_length, targets_length = objective_cfg.inputs_length, objective_cfg.targets_length
     try:
-        objective = make_objective(objective_cfg["name"], vocab_size=vocab_size, **objective_cfg.get("params", {}))
+        objective = make_objective(objective_cfg.name, vocab_size=vocab_size, **objective_cfg.params)
         segment_length = objective.segment_length(inputs_length, targets_length)
     except ValueError as error:
         raise TrainConfigError(f"bad objective settings: {error}") from None
 
     def index(split: str) -> SampleIndex:
-        return build_sample_index(data["tokens"], split, segment_length, objective.output_lengths, inputs_length,
-                                  targets_length, concat_documents=int(data["concat_documents"]))
+        return build_sample_index(data.tokens, split, segment_length, objective.output_lengths, inputs_length,
+                                  targets_length, concat_documents=data.concat_documents)
 
-    split = data.get("validation_split")
+    split = data.validation_split
     has_validation = bool(split) and manifest.splits.get(split) is not None and manifest.splits[split].num_rows > 0
     if split and not has_validation:
-        log.warning("no validation: split %r of %s has no documents", split, data["tokens"])
+        log.warning("no validation: split %r of %s has no documents", split, data.tokens)
     validation = index(split) if has_validation else None
-    if decoder_only is None:
-        decoder_only = section(cfg, "model").get("name") == "gpt"
     if decoder_only:
-        row_builder: RowBuilder = DecoderRowBuilder(objective, inputs_length, targets_length, seed=int(cfg.seed))
+        row_builder: RowBuilder = DecoderRowBuilder(objective, inputs_length, targets_length, seed=seed)
         batch_loss: BatchLoss = DecoderLoss()
     else:
-        row_builder = EncDecRowBuilder(objective, inputs_length, targets_length, seed=int(cfg.seed))
-        batch_loss = EncDecLoss(z_loss=float(cfg.z_loss))
-    return PretrainData(index(data["train_split"]), validation, row_builder, vocab_size, batch_loss)
+        row_builder = EncDecRowBuilder(objective, inputs_length, targets_length, seed=seed)
+        batch_loss = EncDecLoss(z_loss=z_loss)
+    return TrainingData(TokenSampleRows(index(data.train_split), row_builder),
+                        None if validation is None else TokenSampleRows(validation, row_builder), vocab_size,
+                        batch_loss=batch_loss, row_builder=row_builder)
 
 
 def load_vocabulary(path: str) -> SentencePieceVocabulary:

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig
-
 from ..checkpoint import CheckpointError, load_checkpoint
-from ..config import TrainConfigError
-from ..data.batches import eval_batches
+from ..config_errors import TrainConfigError
+from ..config_groups import TrainConfig
+from ..data.row_batches import row_set_eval_batches
 from ..data.token_index import TokenDataError
 from ..metrics_log import MetricsLogger
 from ..trainer import evaluate_model
@@ -20,12 +19,12 @@ from .model_setup import check_rows_fit, model_from_checkpoint
 from .run import start_run
 
 
-def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
+def run_evaluate(cfg: TrainConfig) -> dict[str, Any]:
     if not cfg.init_from:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
     ctx = start_run(cfg)
     state = load_checkpoint(cfg.init_from)
-    data = pretrain_data(cfg, decoder_only=state["model_spec"].get("name") == "gpt")
+    data = pretrain_data(cfg.data, cfg.objective, cfg.seed, state["model_spec"].get("name") == "gpt", cfg.z_loss)
     if state["model_spec"].get("vocab_size") != data.vocab_size:
         raise TrainConfigError(f"init_from={cfg.init_from} has {state['model_spec'].get('vocab_size')} ids but "
                                f"{cfg.data.tokens} was encoded with {data.vocab_size}: evaluate on token shards "
@@ -35,8 +34,7 @@ def run_evaluate(cfg: DictConfig) -> dict[str, Any]:
     if data.validation is None:
         raise TokenDataError(f"split {cfg.data.validation_split!r} of {cfg.data.tokens} has no samples to evaluate; "
                              "set data.validation_split=<split>")
-    batches = eval_batches(data.validation, ctx.env.rank, ctx.env.world_size, ctx.settings.micro_batch_size,
-                           data.row_builder)
+    batches = row_set_eval_batches(data.validation, ctx.env.rank, ctx.env.world_size, ctx.settings.micro_batch_size)
     metrics = evaluate_model(model, data.batch_loss, batches, ctx.env, ctx.device, ctx.settings.precision)
     with MetricsLogger(ctx.run_dir, enabled=ctx.env.is_main, tensorboard=False) as logger:
         logger.log(int(state["step"]), "validation", metrics or {})

@@ -9,24 +9,26 @@ greedy decodes.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
-from omegaconf import DictConfig
 from torch import nn
 
-from ..config import TrainConfigError, section
+from ..batch_losses import EncDecLoss
+from ..config_errors import TrainConfigError
+from ..config_data import TextToTextData, TokensData
+from ..config_groups import TrainConfig
 from ..data.batches import collate_rows, make_loader, rank_micro_batches
-from ..data.mixture_batches import MixtureBatches, PairRows, RowSource, TokenSampleRows
+from ..data.mixture_batches import MixtureBatches, PairRows
 from ..data.mixtures import MixtureError, MixtureSampler, mixing_rates
+from ..data.row_source import RowSource
 from ..data.text_to_text import TextPairsError, encode_pairs, load_text_pairs
 from ..distributed import DistEnv, gather_in_item_order, rank_share
 from ..metrics import exact_match
 from ..models.t5 import T5
-from ..batch_losses import EncDecLoss
 from ..trainer import Trainer, evaluate_model
 from .data_setup import load_vocabulary, pretrain_data
 from .model_setup import model_from_checkpoint, model_from_config, model_from_init
@@ -45,17 +47,17 @@ class TaskData:
     validation_targets: list[str]
 
 
-def load_tasks(data: dict[str, Any], vocab: SentencePieceVocabulary) -> dict[str, TaskData]:
+def load_tasks(data: TextToTextData, vocab: SentencePieceVocabulary) -> dict[str, TaskData]:
     """Read and encode every task of ``data.tasks`` (name -> {train, validation, prefix})."""
-    lengths = int(data["inputs_length"]), int(data["targets_length"])
+    lengths = data.inputs_length, data.targets_length
     tasks = {}
-    for name, files in (data.get("tasks") or {}).items():
-        if not files or not files.get("train"):
+    for name, files in data.tasks.items():
+        if not files.train:
             raise TrainConfigError(f"task {name!r} has no training file: set data.tasks.{name}.train=<file.tsv|jsonl>")
-        prefix = files.get("prefix") or ""
+        prefix = files.prefix
         try:
-            train = encode_pairs(load_text_pairs(files["train"], prefix).pairs, vocab, *lengths)
-            validation = load_text_pairs(files["validation"], prefix).pairs if files.get("validation") else ()
+            train = encode_pairs(load_text_pairs(files.train, prefix).pairs, vocab, *lengths)
+            validation = load_text_pairs(files.validation, prefix).pairs if files.validation else ()
         except TextPairsError as error:
             raise TrainConfigError(f"task {name!r}: {error}") from None
         if train.truncated:
@@ -69,21 +71,18 @@ def load_tasks(data: dict[str, Any], vocab: SentencePieceVocabulary) -> dict[str
     return tasks
 
 
-def mixture_sources(cfg: DictConfig, tasks: dict[str, TaskData], vocab_size: int) -> dict[str, RowSource]:
+def mixture_sources(cfg: TrainConfig, tasks: dict[str, TaskData], vocab_size: int) -> dict[str, RowSource]:
     """Each task's rows, plus the token shards' span-corruption samples when ``data.unsupervised_tokens`` is set."""
     sources: dict[str, RowSource] = {name: task.train for name, task in tasks.items()}
-    data = section(cfg, "data")
-    if data.get("unsupervised_tokens"):
-        pretrain_cfg = cfg.copy()
-        pretrain_cfg.data = {"tokens": data["unsupervised_tokens"], "train_split": "train", "validation_split": None,
-                             "concat_documents": 128}
-        pretrain_cfg.objective.inputs_length = data["inputs_length"]
-        pretrain_cfg.objective.targets_length = data["targets_length"]
-        unsupervised = pretrain_data(pretrain_cfg)
+    data = cfg.data
+    if data.unsupervised_tokens:
+        tokens = TokensData(kind="tokens", tokens=data.unsupervised_tokens, validation_split=None)
+        objective = replace(cfg.objective, inputs_length=data.inputs_length, targets_length=data.targets_length)
+        unsupervised = pretrain_data(tokens, objective, cfg.seed, cfg.model.name == "gpt", cfg.z_loss)
         if unsupervised.vocab_size != vocab_size:
-            raise TrainConfigError(f"{data['unsupervised_tokens']} was tokenized with {unsupervised.vocab_size} ids, "
+            raise TrainConfigError(f"{data.unsupervised_tokens} was tokenized with {unsupervised.vocab_size} ids, "
                                    f"the tasks' vocabulary has {vocab_size}; use the same vocabulary")
-        sources[UNSUPERVISED] = TokenSampleRows(unsupervised.train, unsupervised.row_builder)
+        sources[UNSUPERVISED] = unsupervised.train
     return sources
 
 
@@ -103,9 +102,9 @@ class GradualUnfreezing:
                 parameter.grad = None
 
 
-def prepare_model(cfg: DictConfig, vocab_size: int) -> tuple[nn.Module, dict[str, Any]]:
+def prepare_model(cfg: TrainConfig, vocab_size: int) -> tuple[nn.Module, dict[str, Any]]:
     """The model to fine-tune: ``init_from``'s weights (or a fresh one), with adapters when asked."""
-    adapter_dim = int(cfg.finetune.adapter_dim)
+    adapter_dim = cfg.finetune.adapter_dim
     if not cfg.init_from:
         log.warning("no init_from: fine-tuning a randomly initialised model")
         model, spec = model_from_config(cfg, vocab_size)
@@ -122,20 +121,20 @@ def prepare_model(cfg: DictConfig, vocab_size: int) -> tuple[nn.Module, dict[str
     return model, spec
 
 
-def run_finetune(cfg: DictConfig) -> dict[str, Any]:
+def run_finetune(cfg: TrainConfig) -> dict[str, Any]:
     ctx = start_run(cfg)
-    data = section(cfg, "data")
-    vocab = load_vocabulary(data["vocab"])
+    data = cfg.data
+    vocab = load_vocabulary(data.vocab)
     tasks = load_tasks(data, vocab)
     model, spec = prepare_model(cfg, vocab.vocab_size)
     sources = mixture_sources(cfg, tasks, vocab.vocab_size)
-    mixing = data.get("mixing") or {}
+    mixing = data.mixing
     try:
-        rates = mixing_rates({name: source.size for name, source in sources.items()}, mixing.get("strategy", "equal"),
-                             size_limit=mixing.get("size_limit"), temperature=float(mixing.get("temperature", 1.0)))
+        rates = mixing_rates({name: source.size for name, source in sources.items()}, mixing.strategy,
+                             size_limit=mixing.size_limit, temperature=mixing.temperature)
     except MixtureError as error:
         raise TrainConfigError(f"bad data.mixing: {error}") from None
-    sampler = MixtureSampler(rates, seed=int(cfg.seed), sizes={n: s.size for n, s in sources.items()})
+    sampler = MixtureSampler(rates, seed=cfg.seed, sizes={n: s.size for n, s in sources.items()})
     settings = ctx.settings
     stream = MixtureBatches(sources, sampler, settings.global_batch_size, ctx.env.world_size,
                             settings.micro_batch_size, ctx.env.rank)
@@ -147,11 +146,11 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     validation = [task.validation for task in tasks.values() if task.validation is not None]
 
     def validation_batches():
-        rows = [rows.row(i) for rows in validation for i in range(rows.size)]
+        rows = [rows.row(i, 0) for rows in validation for i in range(rows.size)]
         return _rank_batches(rows, ctx.env, settings.micro_batch_size)
 
-    unfreeze = int(cfg.finetune.unfreeze_every)
-    trainer = Trainer(settings, ctx.run_dir, model, EncDecLoss(z_loss=float(cfg.z_loss)), optimizer, scheduler,
+    unfreeze = cfg.finetune.unfreeze_every
+    trainer = Trainer(settings, ctx.run_dir, model, EncDecLoss(z_loss=cfg.z_loss), optimizer, scheduler,
                       train_batches, stream.grad_accum, ctx.env, ctx.device,
                       eval_batches=validation_batches if validation else None,
                       checkpoint_extra={"model_spec": spec, "data_fingerprint": stream.fingerprint,
@@ -160,7 +159,7 @@ def run_finetune(cfg: DictConfig) -> dict[str, Any]:
     restore(trainer, cfg, stream.fingerprint)
     start = trainer.step
     history = trainer.fit()
-    scores = {name: score_task(model, task, vocab, ctx, int(data["targets_length"]))
+    scores = {name: score_task(model, task, vocab, ctx, data.targets_length)
               for name, task in tasks.items() if task.validation is not None}
     return {"run_dir": str(ctx.run_dir), "start_step": start, "step": trainer.step, "mixing_rates": rates,
             "losses": [s.loss for s in history], "validation": scores}
@@ -176,7 +175,7 @@ def _rank_batches(rows: list[dict[str, np.ndarray]], env: DistEnv, micro_batch_s
 def score_task(model: nn.Module, task: TaskData, vocab: SentencePieceVocabulary, ctx: RunContext,
                max_length: int) -> dict[str, float]:
     """Teacher-forced loss/token accuracy and greedy-decode exact match of one task's validation pairs."""
-    rows = [task.validation.row(i) for i in range(task.validation.size)]
+    rows = [task.validation.row(i, 0) for i in range(task.validation.size)]
     batch_size = ctx.settings.micro_batch_size
     metrics = evaluate_model(model, EncDecLoss(), _rank_batches(rows, ctx.env, batch_size), ctx.env, ctx.device,
                              ctx.settings.precision) or {}

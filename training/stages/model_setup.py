@@ -5,22 +5,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
 from ..checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
-from ..config import TrainConfigError, section
-from ..data.batches import RowBuilder
+from ..config_errors import TrainConfigError
+from ..config_groups import TrainConfig, model_settings
+from ..data.token_rows import RowBuilder
+from ..data.decoder_rows import DecoderRowBuilder
 from ..models import build_model
 from ..models.gpt import GPT
-from ..objectives.decoder_rows import DecoderRowBuilder
 
 
 REGULARISATION_FIELDS = ("dropout", "dropout_rate")  # GPT, T5: training choices, not architecture
 
 
-def model_from_config(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+def model_from_config(cfg: TrainConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
     """The model the ``model:`` section names, initialised from ``seed``; also returns its spec for checkpoints."""
-    spec = {**section(cfg, "model"), "vocab_size": vocab_size}
+    spec = {**model_settings(cfg.model), "vocab_size": vocab_size}
     torch.manual_seed(cfg.seed)
     return _build(spec), spec
 
@@ -30,12 +30,12 @@ def run_folder(checkpoint: str) -> Path:
     return resolve_checkpoint(checkpoint).parents[1]
 
 
-def model_from_init(cfg: DictConfig, vocab_size: int, remedy: str) -> tuple[torch.nn.Module, dict[str, Any]]:
+def model_from_init(cfg: TrainConfig, vocab_size: int, remedy: str) -> tuple[torch.nn.Module, dict[str, Any]]:
     """``init_from``'s model (weights and architecture, :func:`finetuning_state`'s dropout) and its spec; a one-line
     error, ending with ``remedy``, when it is not the model family of the ``model:`` section or its ids are not
     the data's ``vocab_size``."""
     state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
-    family, configured = state["model_spec"].get("name"), section(cfg, "model").get("name")
+    family, configured = state["model_spec"].get("name"), cfg.model.name
     if family != configured:
         raise TrainConfigError(f"init_from={cfg.init_from} is a {family} checkpoint but the config's model is "
                                f"{configured}: choose a {family} model preset so the data rows fit the model")
@@ -46,7 +46,7 @@ def model_from_init(cfg: DictConfig, vocab_size: int, remedy: str) -> tuple[torc
     return model_from_checkpoint(state), state["model_spec"]
 
 
-def initial_model(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
+def initial_model(cfg: TrainConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
     """The model to pre-train: ``init_from``'s (continued pre-training) when set, else a fresh one from the
     ``model:`` section; and its spec."""
     if not cfg.init_from:
@@ -54,14 +54,14 @@ def initial_model(cfg: DictConfig, vocab_size: int) -> tuple[torch.nn.Module, di
     return model_from_init(cfg, vocab_size, "continue pre-training on data encoded with the checkpoint's vocabulary")
 
 
-def finetuning_state(state: dict[str, Any], cfg: DictConfig) -> dict[str, Any]:
+def finetuning_state(state: dict[str, Any], cfg: TrainConfig) -> dict[str, Any]:
     """A checkpoint to fine-tune from: its weights and architecture, with the dropout that the config's ``model:``
     section sets when it names the same model family (e.g. CS224N A5's 0.1 when fine-tuning a model pre-trained
     without dropout). Unset fields keep the checkpoint's value."""
-    model_section = section(cfg, "model")
-    if model_section.get("name") != state["model_spec"].get("name"):
+    if cfg.model.name != state["model_spec"].get("name"):
         return state
-    overrides = {name: model_section[name] for name in REGULARISATION_FIELDS if name in model_section}
+    settings = model_settings(cfg.model)
+    overrides = {name: settings[name] for name in REGULARISATION_FIELDS if name in settings}
     return {**state, "model_spec": {**state["model_spec"], **overrides}}
 
 

@@ -10,18 +10,18 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
 
 from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
-from ..config import TrainConfigError, TrainerSettings, section, to_yaml, trainer_settings
+from ..config import to_yaml
+from ..config_errors import TrainConfigError
+from ..config_groups import TrainConfig, TrainerConfig
 from ..data.batches import BatchPlan, make_loader
 from ..data.row_batches import RowBatches, RowSet, length_order, row_set_eval_batches
 from ..distributed import DistEnv, init_distributed, select_device
 from ..optim import build_optimizer, decay_groups
 from ..schedules import build_schedule
-from ..batch_losses import DecoderLoss
 from ..trainer import BatchLoss, Trainer
-from .data_setup import RowCorpus
+from .data_setup import TrainingData
 from .model_setup import initial_model, run_folder
 
 log = logging.getLogger(__name__)
@@ -31,16 +31,16 @@ log = logging.getLogger(__name__)
 class RunContext:
     """Where and how this process runs."""
 
-    cfg: DictConfig
-    settings: TrainerSettings
+    cfg: TrainConfig
+    settings: TrainerConfig
     env: DistEnv
     device: torch.device
     run_dir: Path
 
 
-def start_run(cfg: DictConfig) -> RunContext:
+def start_run(cfg: TrainConfig) -> RunContext:
     """Pick the device, join the ranks, create the run folder and record the resolved config in it."""
-    settings = trainer_settings(cfg)
+    settings = cfg.trainer
     try:
         device = select_device(settings.device)
     except ValueError as error:
@@ -55,24 +55,24 @@ def start_run(cfg: DictConfig) -> RunContext:
     return RunContext(cfg, settings, env, device, run_dir)
 
 
-def optimization_from_config(cfg: DictConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+def optimization_from_config(cfg: TrainConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:
     """Optimizer over ``model``'s trainable parameters and LR schedule, from the ``optimizer:`` and ``schedule:``
     sections (``optimizer.decay_exclude`` picks which parameters skip weight decay)."""
-    optimizer_cfg, schedule_cfg = section(cfg, "optimizer"), section(cfg, "schedule")
-    options = dict(optimizer_cfg.get("options", {}))
+    optimizer_cfg, schedule_cfg = cfg.optimizer, cfg.schedule
+    options = dict(optimizer_cfg.options)
     named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     try:
-        exclude = optimizer_cfg.get("decay_exclude")
+        exclude = optimizer_cfg.decay_exclude
         parameters = (decay_groups(named, float(options.pop("weight_decay", 0.0)), exclude) if exclude
                       else [p for _, p in named])
-        optimizer = build_optimizer(optimizer_cfg["name"], parameters, lr=float(optimizer_cfg["lr"]), **options)
-        scheduler = build_schedule(schedule_cfg["name"], optimizer, **schedule_cfg.get("options", {}))
+        optimizer = build_optimizer(optimizer_cfg.name, parameters, lr=optimizer_cfg.lr, **options)
+        scheduler = build_schedule(schedule_cfg.name, optimizer, **schedule_cfg.options)
     except (KeyError, TypeError, ValueError) as error:
         raise TrainConfigError(f"bad optimizer/schedule settings: {error}") from None
     return optimizer, scheduler
 
 
-def restore(trainer: Trainer, cfg: DictConfig, data_fingerprint: str) -> None:
+def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
     """Apply ``resume=auto|never|must``: continue from the run folder's latest checkpoint when asked and present."""
     found = latest_checkpoint(trainer.run_dir)
     if cfg.resume == "must" and found is None:
@@ -87,18 +87,17 @@ def restore(trainer: Trainer, cfg: DictConfig, data_fingerprint: str) -> None:
     trainer.load_state_dict(state)
     if trainer.env.is_main:
         log.info("resumed from %s at step %d", found, trainer.step)
-def row_set_trainer(cfg: DictConfig, ctx: RunContext, train: RowSet, validation: RowSet | None, batch_loss: BatchLoss,
+def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSet, validation: RowSet | None, batch_loss: BatchLoss,
                     model: torch.nn.Module, model_spec: dict[str, Any],
-                    validation_length: Callable[[dict[str, np.ndarray]], int] | None = None) -> Trainer:
+                    validation_length: Callable[[dict[str, np.ndarray]], int] | None = None,
+                    pack_length: int | None = None) -> Trainer:
     """A :class:`Trainer` over ``train`` (every item each epoch: the last batch is completed from the same epoch's
     order), validating on ``validation`` (in order of ``validation_length(row)`` when given, for tasks that cut a
-    batch to its longest row); restored from the run folder when resuming. ``data.pack: true`` re-packs padded rows
-    into ``data.pack_length`` positions (the same losses on fewer positions)."""
+    batch to its longest row); restored from the run folder when resuming. ``pack_length`` re-packs padded rows
+    into that many positions (``data.pack: true``: the same losses on fewer positions)."""
     settings = ctx.settings
     plan = BatchPlan(train.size, settings.global_batch_size, ctx.env.world_size, settings.micro_batch_size,
-                     seed=int(cfg.seed), drop_last=False)
-    data = section(cfg, "data")
-    pack_length = int(data["pack_length"]) if data.get("pack") else None
+                     seed=cfg.seed, drop_last=False)
     stream = RowBatches(train, plan, ctx.env.rank, pack_length=pack_length)
     optimizer, scheduler = optimization_from_config(cfg, model)
 
@@ -136,7 +135,7 @@ def check_same_run_files(init_from: str, run_files: dict[str, str]) -> None:
                                    "use the data settings (data.train, data.max_words) the checkpoint was trained with")
 
 
-def pretrain_on_rows(cfg: DictConfig, corpus: RowCorpus) -> dict[str, Any]:
+def pretrain_on_rows(cfg: TrainConfig, corpus: TrainingData) -> dict[str, Any]:
     """Pre-train a decoder (from scratch or ``init_from``'s weights) on an in-memory row corpus; the run folder
     keeps the corpus's run files (a word vocabulary)."""
     ctx = start_run(cfg)
@@ -146,5 +145,6 @@ def pretrain_on_rows(cfg: DictConfig, corpus: RowCorpus) -> dict[str, Any]:
         for name, text in corpus.run_files.items():
             (ctx.run_dir / name).write_text(text, encoding="utf-8")
     model, spec = initial_model(cfg, corpus.vocab_size)
-    trainer = row_set_trainer(cfg, ctx, corpus.train, corpus.validation, DecoderLoss(), model, spec)
+    trainer = row_set_trainer(cfg, ctx, corpus.train, corpus.validation, corpus.batch_loss, model, spec,
+                              pack_length=corpus.pack_length)
     return fit_summary(ctx, trainer)

@@ -1,4 +1,5 @@
-"""Parameter-efficient modules for a frozen GPT backbone (AdaVAE): bottleneck adapters and prefix tuning."""
+"""Parameter-efficient modules for a frozen GPT backbone (AdaVAE): bottleneck adapters (and the residual hooks that
+place them in a GPT block) and prefix tuning."""
 from __future__ import annotations
 
 import math
@@ -7,11 +8,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ...models.gpt import Residual
+
 ADAPTER_PLACEMENTS = ("parallel_ffn", "sequential_ffn", "parallel_attn", "sequential_attn")
 ADAPTER_INITS = ("bert", "lora")
 
 
-class Adapter(nn.Module):
+class BottleneckAdapter(nn.Module):
     """The bottleneck branch ``scale * up(relu(down(x)))``; the block adds it to its residual stream.
 
     ``init="bert"`` (AdaVAE's default): N(0, 0.02) weights, zero biases. ``init="lora"``: Kaiming-uniform down, zero
@@ -43,6 +46,30 @@ class Adapter(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.scale * self.up(F.relu(self.down(x)))
+
+
+def residual_hooks(adapter: BottleneckAdapter, placement: str,
+                   double_adapter_bug: bool = False) -> dict[str, Residual]:
+    """The residual hooks of the GPT ``Block.forward`` that add ``adapter`` at ``placement`` (He et al.
+    2022): beside the attention or FFN sublayer, on its input (``parallel_*``) or on its output (``sequential_*``;
+    ``sequential_attn`` adapts the attention output before it joins the stream). ``double_adapter_bug``: the released
+    AdaVAE block ``h = x + A(x) + attn(x); h + A(h) + ffn(h)``, where ``h + A(h)`` is formed before the FFN runs (as
+    there, so the gradients sum in the same order)."""
+    if double_adapter_bug:
+        formed: list[Tensor] = []
+
+        def attn_residual(x: Tensor, out: Tensor) -> Tensor:
+            x = x + adapter(x) + out
+            formed.append(x + adapter(x))
+            return x
+        return {"attn_residual": attn_residual, "ffn_residual": lambda x, out: formed.pop() + out}
+    if placement == "parallel_attn":
+        return {"attn_residual": lambda x, out: x + out + adapter(x)}
+    if placement == "sequential_attn":
+        return {"attn_residual": lambda x, out: x + (out + adapter(out))}
+    if placement == "parallel_ffn":
+        return {"ffn_residual": lambda x, out: x + out + adapter(x)}
+    return {"ffn_residual": lambda x, out: x + out + adapter(out)}  # sequential_ffn
 
 
 class Prefix(nn.Module):

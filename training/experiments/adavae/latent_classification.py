@@ -1,7 +1,7 @@
 """``train experiment=adavae_ptb stage=classify init_from=<AdaVAE run>``: low-resource sentiment classification from
 the AdaVAE encoder on Yelp short reviews (Shen et al. 2017; ``../shared/reference/adavae.md`` §2.5).
 
-For every count in ``objective.classify.per_label`` and every seed in ``objective.classify.seeds``, ``per_label``
+For every count in ``classify.per_label`` and every seed in ``classify.seeds``, ``per_label``
 sentences per label are drawn from the Yelp dev files (balanced, keyed by the seed alone, so a seed's smaller sample
 is a prefix-drawn subset of its larger one); every run is scored on one fixed balanced sample of the test files
 (``eval_per_label`` per label, drawn with ``seed``). Two modes:
@@ -24,16 +24,16 @@ import copy
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
 from torch import Tensor, nn
 
-from ...config import TrainConfigError, section
+from ...config_errors import TrainConfigError
+from ...config_groups import TrainConfig
 from ...data.row_batches import content_fingerprint
 from ...data.sentence_files import SentenceDataError, SentenceVocabulary, encode_sentences
 from ...metrics import seed_summary
@@ -41,51 +41,13 @@ from ...seeding import example_rng
 from ...stages.run import start_run
 from ..gpt1.input_transforms import FinetuneDataError
 from ..gpt1.yelp import LABELS, balanced_sample, read_yelp
+from .classify_settings import ClassifySettings
 from .model import AdaVAE
 from .trained import trained_vae
 
 log = logging.getLogger(__name__)
 
 CLASSIFICATION_FILE = "classification.json"
-MODES = ("feature", "adapters")
-FEATURES = ("mean", "pooled")
-
-
-@dataclass(frozen=True)
-class ClassifySettings:
-    """The ``objective.classify`` block."""
-
-    folder: str
-    per_label: tuple[int, ...] = (5, 50, 500)
-    seeds: tuple[int, ...] = (0, 1, 2)
-    eval_per_label: int = 1000
-    modes: tuple[str, ...] = MODES
-    features: str = "mean"
-    dropout: float = 0.1
-    batch_size: int = 32
-    feature_lr: float = 1e-3
-    feature_steps: int = 1000
-    adapter_lr: float = 1e-3
-    adapter_steps: int = 300
-
-    def __post_init__(self) -> None:
-        for name in ("per_label", "seeds", "modes"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        if not self.per_label or any(not isinstance(n, int) or n < 1 for n in self.per_label):
-            raise ValueError(f"per_label must be a non-empty list of positive ints, got {list(self.per_label)}")
-        if not self.seeds or any(not isinstance(s, int) or s < 0 for s in self.seeds):
-            raise ValueError(f"seeds must be a non-empty list of non-negative ints, got {list(self.seeds)}")
-        if not self.modes or set(self.modes) - set(MODES):
-            raise ValueError(f"modes must be a non-empty subset of {list(MODES)}, got {list(self.modes)}")
-        if self.features not in FEATURES:
-            raise ValueError(f"features must be one of {list(FEATURES)}, got {self.features!r}")
-        for name in ("eval_per_label", "batch_size", "feature_steps", "adapter_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0 <= self.dropout < 1 or self.feature_lr <= 0 or self.adapter_lr <= 0:
-            raise ValueError("dropout must be in [0, 1) and the learning rates > 0")
-
-
 # ------------------------------------------------------------------------------------------- pure helpers
 def step_batches(count: int, batch_size: int, seed: int, steps: int) -> Iterator[np.ndarray]:
     """``steps`` batches of example indices: epoch after epoch, ``0..count-1`` in the permutation keyed by
@@ -178,7 +140,7 @@ def tuned_parameters(model: AdaVAE) -> list[nn.Parameter]:
     """What ``adapters`` mode trains in the AdaVAE: the encoder adapters and the posterior pooling."""
     if model.encoder_adapters is None:
         raise TrainConfigError(f"mode adapters needs an AdaVAE trained with peft=adapters, not {model.config.peft}; "
-                               "use objective.classify.modes=[feature]")
+                               "use classify.modes=[feature]")
     return [*model.encoder_adapters.parameters(), *model.posterior.pool.parameters()]
 
 
@@ -216,37 +178,27 @@ def adapter_run(model: AdaVAE, train_examples: Sequence[Sequence[int]], train_la
 
 
 # -------------------------------------------------------------------------------------------------- stage
-def _settings(cfg: DictConfig) -> ClassifySettings:
-    block = section(cfg, "objective").get("classify")
-    if not isinstance(block, dict):
-        raise TrainConfigError("stage=classify needs an objective.classify block; use objective=vae")
-    try:
-        return ClassifySettings(**block)
-    except (TypeError, ValueError) as error:
-        raise TrainConfigError(f"objective.classify: {error}") from None
-
-
 def _encoded(sample: list[tuple[str, int]], vocab: SentenceVocabulary, max_words: int,
              device: torch.device) -> tuple[list[list[int]], Tensor]:
     try:
         examples, _ = encode_sentences([text for text, _ in sample], vocab, max_words)
     except SentenceDataError as error:
-        raise TrainConfigError(f"objective.classify.folder: {error}") from None
+        raise TrainConfigError(f"classify.folder: {error}") from None
     return examples, torch.tensor([label for _, label in sample], dtype=torch.long, device=device)
 
 
-def run_latent_classification(cfg: DictConfig) -> dict[str, Any]:
-    settings = _settings(cfg)
+def run_latent_classification(cfg: TrainConfig) -> dict[str, Any]:
+    settings = cfg.classify
     ctx = start_run(cfg)
     model, vocab, step = trained_vae(cfg, ctx)
-    max_words, eval_batch = int(section(cfg, "data").get("max_words", 64)), ctx.settings.micro_batch_size
+    max_words, eval_batch = cfg.data.max_words, ctx.settings.micro_batch_size
     try:
         dev = read_yelp(settings.folder, "dev")
-        evaluation = balanced_sample(read_yelp(settings.folder, "test"), settings.eval_per_label, int(cfg.seed))
+        evaluation = balanced_sample(read_yelp(settings.folder, "test"), settings.eval_per_label, cfg.seed)
         samples = {(count, seed): balanced_sample(dev, count, seed)
                    for count in settings.per_label for seed in settings.seeds}
     except FinetuneDataError as error:
-        raise TrainConfigError(f"objective.classify: {error}") from None
+        raise TrainConfigError(f"classify.folder: {error}") from None
     eval_examples, eval_labels = _encoded(evaluation, vocab, max_words, ctx.device)
     frozen_eval = (sentence_features(model, eval_examples, settings.features, eval_batch, ctx.device)
                    if "feature" in settings.modes else None)
@@ -267,7 +219,7 @@ def run_latent_classification(cfg: DictConfig) -> dict[str, Any]:
     unk_id = getattr(vocab, "unk_id", None)  # word vocabularies have one; byte-level BPE never maps to unknown
     result = {"init_from": str(cfg.init_from), "step": step, "features": settings.features,
               "evaluation": {"folder": settings.folder, "split": "test", "per_label": settings.eval_per_label,
-                             "seed": int(cfg.seed), "sentences": len(evaluation),
+                             "seed": cfg.seed, "sentences": len(evaluation),
                              "fingerprint": content_fingerprint(repr(evaluation)),
                              "unknown_share": None if unk_id is None else unknown_share(eval_examples, unk_id)},
               "settings": asdict(settings),

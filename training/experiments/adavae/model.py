@@ -7,8 +7,10 @@ prefixes, with Latent Attention pooling and PSA/AtM/embedding injection of z (se
   embedding offset. The backbone weights are shared by both sides and frozen (``peft="full"`` trains them).
 - Training phases (``set_phase``): 1 = the latent side + encoder-side tuning; 2 = the decoder side joins.
 
-Adapters sit in each block as in He et al. 2022 (``adapter_placement``); ``double_adapter_bug`` reproduces the
-released AdaVAE code, which applies the same parallel-FFN adapter twice per block (parity ablation only).
+Both sides run the backbone's own embedding and blocks, with the blocks' hooks: an explicit attention mask, the
+prefix and latent slots as extra keys/values, and the adapters as residual hooks placed as in He et al. 2022
+(``adapter_placement``); ``double_adapter_bug`` reproduces the released AdaVAE code, which applies the same
+parallel-FFN adapter twice per block (parity ablation only).
 """
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...models.gpt import GPT, Block, _next_token
-from .adapters import ADAPTER_PLACEMENTS, Adapter, Prefix
+from ...models.gpt import GPT
+from ...models.gpt_attention import prepend_visible_keys
+from ...models.sampling import next_token
+from .adapters import ADAPTER_PLACEMENTS, BottleneckAdapter, Prefix, residual_hooks
 from .gaussian import reparameterize
 from .latent import GaussianPosterior, LatentInjection, attention_entropy
 
@@ -61,18 +65,11 @@ class AdaVAEConfig:
                              "peft=adapters and adapter_placement=parallel_ffn")
 
 
-def _attend(block: Block, x: Tensor, allowed: Tensor, slots: Slots) -> Tensor:
-    """``block``'s self-attention of ``x`` with extra key/value ``slots`` prepended; ``allowed`` is the bool
-    ``[B, 1, T or 1, S + T]`` may-attend mask over slots and tokens."""
-    attn = block.attn
-    B, T, C = x.shape
-    q, k, v = (t.view(B, T, attn.n_head, C // attn.n_head).transpose(1, 2) for t in attn.qkv(x).split(C, dim=2))
-    if slots:
-        k = torch.cat([key for key, _ in slots] + [k], dim=2)
-        v = torch.cat([value for _, value in slots] + [v], dim=2)
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed,
-                                       dropout_p=attn.dropout if attn.training else 0.0)
-    return attn.resid_drop(attn.proj(y.transpose(1, 2).reshape(B, T, C)))
+def _joined(slots: Slots) -> tuple[Tensor, Tensor] | None:
+    """One layer's key/value slots as one ``extra_kv`` (concatenated along the key axis); None without slots."""
+    if not slots:
+        return None
+    return torch.cat([key for key, _ in slots], dim=2), torch.cat([value for _, value in slots], dim=2)
 
 
 class AdaVAE(nn.Module):
@@ -91,8 +88,9 @@ class AdaVAE(nn.Module):
         def adapters(count: int) -> nn.ModuleList | None:
             if config.peft != "adapters":
                 return None
-            return nn.ModuleList(Adapter(d, config.adapter_size, config.adapter_init, config.adapter_scale,
-                                         config.learnable_adapter_scale) for _ in range(count))
+            return nn.ModuleList(BottleneckAdapter(d, config.adapter_size, config.adapter_init,
+                                                   config.adapter_scale, config.learnable_adapter_scale)
+                                 for _ in range(count))
 
         def prefix(count: int) -> Prefix | None:
             if config.peft != "prefix":
@@ -107,41 +105,16 @@ class AdaVAE(nn.Module):
         self.set_phase(2)
 
     # ------------------------------------------------------------------------------------------ blocks
-    def _block(self, index: int, x: Tensor, allowed: Tensor, slots: Slots, adapter: Adapter | None) -> Tensor:
-        block = self.backbone.blocks[index]
-        attended = _attend(block, block.ln1(x), allowed, slots)
-        placement = self.config.adapter_placement
-        if adapter is None:
-            x = x + attended
-            return x + block.mlp(block.ln2(x))
-        if self.config.double_adapter_bug:  # released code: A(h) on the block input, then A again beside the FFN
-            x = x + adapter(x) + attended
-            return x + adapter(x) + block.mlp(block.ln2(x))
-        if placement == "sequential_attn":
-            attended = attended + adapter(attended)
-        x = x + attended + (adapter(x) if placement == "parallel_attn" else 0)
-        fed = block.mlp(block.ln2(x))
-        if placement == "parallel_ffn":
-            return x + fed + adapter(x)
-        if placement == "sequential_ffn":
-            return x + fed + adapter(fed)
-        return x + fed
-
-    def _embed(self, tokens: Tensor, offset: Tensor | None = None) -> Tensor:
-        T = tokens.shape[1]
-        if T > self.backbone.config.block_size:
-            raise ValueError(f"sequence of {T} tokens exceeds the backbone's block_size "
-                             f"{self.backbone.config.block_size}")
-        x = self.backbone.tok_emb(tokens) + self.backbone.pos_emb(torch.arange(T, device=tokens.device))[None]
-        return self.backbone.drop(x if offset is None else x + offset)
-
-    @staticmethod
-    def _with_slots(allowed: Tensor, count: int) -> Tensor:
-        """``allowed`` widened by ``count`` always-visible slot columns in front."""
-        if not count:
-            return allowed
-        visible = torch.ones(*allowed.shape[:-1], count, dtype=torch.bool, device=allowed.device)
-        return torch.cat([visible, allowed], dim=-1)
+    def _blocks(self, x: Tensor, count: int, mask: Tensor, slots: list[Slots],
+                adapters: nn.ModuleList | None) -> Tensor:
+        """The backbone's first ``count`` blocks over the embedded ``x``, each with its layer's key/value ``slots``
+        (which ``mask`` covers first) and adapter, then the backbone's final layer norm."""
+        config = self.config
+        for index in range(count):
+            hooks = ({} if adapters is None else
+                     residual_hooks(adapters[index], config.adapter_placement, config.double_adapter_bug))
+            x = self.backbone.blocks[index](x, mask, None, _joined(slots[index]), **hooks)
+        return self.backbone.ln_f(x)
 
     # ----------------------------------------------------------------------------------------- encoder
     def encode(self, inputs: Tensor, input_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -155,15 +128,12 @@ class AdaVAE(nn.Module):
 
     def encoder_states(self, inputs: Tensor, input_mask: Tensor) -> Tensor:
         """``[B, T, d]``: bidirectional attention over the real tokens (``input_mask``), then the final norm."""
-        x = self._embed(inputs)
+        x = self.backbone.embed(inputs)
         prefixes = self.encoder_prefix(inputs.shape[0]) if self.encoder_prefix is not None else None
         keys = input_mask[:, None, None, :]  # [B, 1, 1, T]: every query sees every real token
-        allowed = self._with_slots(keys, self.config.prefix_length if prefixes else 0)
-        for index in range(self.encoder_layers):
-            slots = [prefixes[index]] if prefixes else []
-            adapter = self.encoder_adapters[index] if self.encoder_adapters is not None else None
-            x = self._block(index, x, allowed, slots, adapter)
-        return self.backbone.ln_f(x)
+        mask = prepend_visible_keys(keys, self.config.prefix_length if prefixes else 0)
+        slots = [[prefix] for prefix in prefixes] if prefixes else [[]] * self.encoder_layers
+        return self._blocks(x, self.encoder_layers, mask, slots, self.encoder_adapters)
 
     # ----------------------------------------------------------------------------------------- decoder
     def decode(self, inputs: Tensor, z: Tensor) -> Tensor:
@@ -173,16 +143,13 @@ class AdaVAE(nn.Module):
     def decoder_states(self, inputs: Tensor, z: Tensor) -> Tensor:
         """The decoder's final hidden states ``[B, T, d]`` (after the last layer norm) given ``z``."""
         T, layers = inputs.shape[1], len(self.backbone.blocks)
-        x = self._embed(inputs, self.injection.embedding(z))
+        x = self.backbone.embed(inputs, offset=self.injection.embedding(z))
         latent_slots = self.injection.slots(z, layers)
         prefixes = self.decoder_prefix(inputs.shape[0]) if self.decoder_prefix is not None else None
         causal = torch.ones(T, T, dtype=torch.bool, device=inputs.device).tril()[None, None]
-        allowed = self._with_slots(causal, len(latent_slots[0]) + (self.config.prefix_length if prefixes else 0))
-        for index in range(layers):
-            slots = latent_slots[index] + ([prefixes[index]] if prefixes else [])
-            adapter = self.decoder_adapters[index] if self.decoder_adapters is not None else None
-            x = self._block(index, x, allowed, slots, adapter)
-        return self.backbone.ln_f(x)
+        mask = prepend_visible_keys(causal, len(latent_slots[0]) + (self.config.prefix_length if prefixes else 0))
+        slots = [latent + ([prefixes[index]] if prefixes else []) for index, latent in enumerate(latent_slots)]
+        return self._blocks(x, layers, mask, slots, self.decoder_adapters)
 
     def forward(self, inputs: Tensor, input_mask: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """One training pass: (per-target negative log-likelihoods ``[B, T]``, 0 at padding; mean, logvar),
@@ -213,7 +180,7 @@ class AdaVAE(nn.Module):
         limit = min(max_new_tokens, self.backbone.config.block_size - 1)
         for _ in range(limit):
             logits = self.decode(tokens, z)[:, -1].float() / temperature
-            next_tokens = _next_token(logits, top_k, greedy, generator).masked_fill(finished, eos_id)
+            next_tokens = next_token(logits, top_k, greedy, generator).masked_fill(finished, eos_id)
             tokens = torch.cat([tokens, next_tokens[:, None]], dim=1)
             finished |= next_tokens == eos_id
             if bool(finished.all()):

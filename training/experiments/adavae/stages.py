@@ -6,7 +6,7 @@
   ``init_from=<local Hugging Face GPT-2 directory>`` (its ``config.json``, weights and tokenizer files) takes the
   same path with that GPT-2 and its tokenizer (``data/gpt2_tokenizer.py``), which the run copies into
   ``gpt2_tokenizer/``. Sentences needing more than the backbone's ``block_size`` positions are refused.
-- ``stage=evaluate init_from=<AdaVAE run>``: IW log-likelihood (``objective.iw_samples``), per-token and per-word
+- ``stage=evaluate init_from=<AdaVAE run>``: IW log-likelihood (``evaluate.iw_samples``), per-token and per-word
   PPL, -ELBO, KL, reconstruction, MI and AU on every sentence of ``data.test`` -> ``evaluation.json``.
 - ``stage=generate init_from=<AdaVAE run>``: sentences decoded from prior samples, from interpolations between
   two test sentences and from an analogy -> printed and ``generation.json``.
@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
 
 from ...checkpoint import CheckpointError, load_checkpoint
-from ...config import TrainConfigError, section
+from ...config_errors import TrainConfigError
+from ...config_data import SentencesData
+from ...config_groups import TrainConfig, model_settings
 from ...data.row_batches import row_set_eval_batches, row_set_length_batches
 from ...data.sentence_files import SentenceDataError, SentenceVocabulary, read_sentences
 from ...models.gpt import GPT
@@ -43,7 +44,7 @@ EVALUATION_FILE = "evaluation.json"
 GENERATION_FILE = "generation.json"
 
 
-def _backbone(cfg: DictConfig) -> tuple[GPT, SentenceVocabulary]:
+def _backbone(cfg: TrainConfig) -> tuple[GPT, SentenceVocabulary]:
     """The GPT to wrap and its vocabulary: a local Hugging Face GPT-2 directory (``config.json``, tokenizer files
     beside the weights) or a c4prep GPT run."""
     if not cfg.init_from:
@@ -68,87 +69,87 @@ def _backbone(cfg: DictConfig) -> tuple[GPT, SentenceVocabulary]:
     return backbone, vocab
 
 
-def _settings(cfg: DictConfig) -> tuple[dict[str, Any], AdaVAEConfig]:
+def _settings(cfg: TrainConfig) -> tuple[dict[str, Any], AdaVAEConfig]:
     """The ``model:`` settings (for the checkpoint's spec) and the config they make."""
-    settings = {k: v for k, v in section(cfg, "model").items() if k != "name"}
+    settings = {k: v for k, v in model_settings(cfg.model).items() if k != "name"}
     try:
         return settings, AdaVAEConfig(**settings)
     except (TypeError, ValueError) as error:
         raise TrainConfigError(f"bad model settings for adavae: {error}") from None
 
 
-def _vae_loss(cfg: DictConfig) -> VAELoss:
-    objective = section(cfg, "objective")
-    return VAELoss(rate=float(objective["kl_rate"]), free_bits=str(objective["free_bits"]),
-                   reconstruction=str(objective["reconstruction"]))
+def _vae_loss(cfg: TrainConfig) -> VAELoss:
+    objective = cfg.objective
+    return VAELoss(rate=objective.kl_rate, free_bits=objective.free_bits, reconstruction=objective.reconstruction)
 
 
-def run_adavae_train(cfg: DictConfig) -> dict[str, Any]:
-    objective, data = section(cfg, "objective"), section(cfg, "data")
+def run_adavae_train(cfg: TrainConfig) -> dict[str, Any]:
+    objective, data = cfg.objective, cfg.data
     ctx = start_run(cfg)
     backbone, vocab = _backbone(cfg)
     settings, config = _settings(cfg)
-    torch.manual_seed(int(cfg.seed))
+    torch.manual_seed(cfg.seed)
     model = AdaVAE(backbone, config)
     backbone_spec = {k: v for k, v in asdict(backbone.config).items() if k != "vocab_size"}
     spec = {"name": "adavae", "vocab_size": backbone.config.vocab_size, "backbone": backbone_spec, **settings}
     positions = backbone.config.block_size
     train = sentence_row_set(data, "train", vocab, positions=positions)
-    validation = sentence_row_set(data, "validation", vocab, positions=positions) if data.get("validation") else None
+    validation = sentence_row_set(data, "validation", vocab, positions=positions) if data.validation else None
     vae_loss = _vae_loss(cfg)
     # the optimizer holds every phase's parameters; validation batches sentences of similar length
-    trainer = row_set_trainer(cfg, ctx, train, validation, vae_loss, model, spec, validation_length=sentence_length)
+    trainer = row_set_trainer(cfg, ctx, train, validation, vae_loss, model, spec, validation_length=sentence_length,
+                              pack_length=data.pack_length if data.pack else None)
     total = ctx.settings.max_steps
-    trainer.step_hook = VAESchedule(vae_loss, model, total, int(total * float(objective["phase_two_fraction"])),
-                                    int(objective["cycles"]), float(objective["ratio_zero"]),
-                                    float(objective["ratio_increase"]), float(objective["beta_max"]))
+    trainer.step_hook = VAESchedule(vae_loss, model, total, int(total * objective.phase_two_fraction),
+                                    objective.cycles, objective.ratio_zero, objective.ratio_increase,
+                                    objective.beta_max)
     if ctx.env.is_main:
         vocab.save(ctx.run_dir)
         log.info("AdaVAE parameters: %s", model.parameter_report())
     return {**fit_summary(ctx, trainer), "parameters": model.parameter_report()}
 
 
-def run_adavae_evaluate(cfg: DictConfig) -> dict[str, Any]:
-    objective, data = section(cfg, "objective"), section(cfg, "data")
+def run_adavae_evaluate(cfg: TrainConfig) -> dict[str, Any]:
+    settings, data = cfg.evaluate, cfg.data
     ctx = start_run(cfg)
     model, vocab, step = trained_vae(cfg, ctx)
     rows = sentence_row_set(data, "test", vocab, positions=model.backbone.config.block_size)
     batches = (sentence_view({k: v.to(ctx.device) for k, v in batch.items()})
                for batch in row_set_length_batches(rows, ctx.settings.micro_batch_size, sentence_length))
-    generator = torch.Generator().manual_seed(int(cfg.seed))
-    metrics = evaluate_vae(model, batches, int(objective["iw_samples"]), int(objective["iw_chunk"]), generator)
-    result = {"step": step, "test": data["test"], "iw_samples": int(objective["iw_samples"]), **metrics,
+    generator = torch.Generator().manual_seed(cfg.seed)
+    metrics = evaluate_vae(model, batches, settings.iw_samples, settings.iw_chunk, generator)
+    result = {"step": step, "test": data.test, "iw_samples": settings.iw_samples, **metrics,
               "parameters": model.parameter_report()}
     if ctx.env.is_main:
         (ctx.run_dir / EVALUATION_FILE).write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 
-def run_adavae_generate(cfg: DictConfig) -> dict[str, Any]:
-    generation = section(cfg, "objective")["generate"]
-    data = section(cfg, "data")
+def run_adavae_generate(cfg: TrainConfig) -> dict[str, Any]:
+    generation = cfg.generate
+    data = cfg.data
     ctx = start_run(cfg)
     model, vocab, _ = trained_vae(cfg, ctx)
     try:
-        sentences = read_sentences(data["test"])
+        sentences = read_sentences(data.test)
     except SentenceDataError as error:
         raise TrainConfigError(f"data.test: {error}") from None
-    picks = [int(i) for i in generation["sentences"]]
+    picks = list(generation.sentences)
     if len(picks) != 3 or max(picks) >= len(sentences):
-        raise TrainConfigError(f"objective.generate.sentences must be 3 line numbers of data.test (A, B, C of the "
+        raise TrainConfigError(f"generate.sentences must be 3 line numbers of data.test (A, B, C of the "
                                f"analogy; A -> B is interpolated), got {picks}")
     a, b, c = (sentences[i] for i in picks)
     means = _posterior_means(model, vocab, data, [a, b, c], ctx.device)
-    steps = int(generation["interpolation_steps"])
+    steps = generation.interpolation_steps
     weights = torch.linspace(0, 1, steps + 2, device=ctx.device)[:, None]
     interpolation = means[0] + weights * (means[1] - means[0])
-    analogy = (means[2] + float(generation["analogy_degree"]) * (means[1] - means[0]))[None]
-    generator = torch.Generator(device=ctx.device).manual_seed(int(cfg.seed))
-    prior = torch.randn(int(generation["prior_samples"]), means.shape[1], generator=generator, device=ctx.device)
+    analogy = (means[2] + generation.analogy_degree * (means[1] - means[0]))[None]
+    generator = torch.Generator(device=ctx.device).manual_seed(cfg.seed)
+    prior = torch.randn(generation.prior_samples, means.shape[1], generator=generator, device=ctx.device)
 
     def decode(z: torch.Tensor) -> list[str]:
-        ids = model.generate(z, vocab.bos_id, vocab.eos_id, int(generation["max_tokens"]),
-                             greedy=bool(generation["greedy"]), top_k=generation.get("top_k"), generator=generator)
+        ids = model.generate(z, vocab.bos_id, vocab.eos_id, generation.max_tokens,
+                             greedy=generation.greedy, top_k=generation.top_k, generator=generator)
         return [vocab.decode(row) for row in ids]
 
     result = {"sentences": {"a": a, "b": b, "c": c}, "interpolation": decode(interpolation),
@@ -160,7 +161,7 @@ def run_adavae_generate(cfg: DictConfig) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def _posterior_means(model: AdaVAE, vocab: SentenceVocabulary, data: DictConfig, sentences: list[str],
+def _posterior_means(model: AdaVAE, vocab: SentenceVocabulary, data: SentencesData, sentences: list[str],
                      device: torch.device) -> torch.Tensor:
     """Posterior means of ``sentences`` of ``data.test``, laid out (and masked) as the evaluation rows are."""
     rows = sentence_row_set(data, "test", vocab, sentences, model.backbone.config.block_size)

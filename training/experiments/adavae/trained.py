@@ -1,10 +1,9 @@
 """A trained GPT or AdaVAE run, read back for the AdaVAE stages: its vocabulary and model."""
 from __future__ import annotations
 
-from omegaconf import DictConfig
-
 from ...checkpoint import CheckpointError, load_checkpoint
-from ...config import TrainConfigError
+from ...config_errors import TrainConfigError
+from ...config_groups import TrainConfig
 from ...data.sentence_files import VOCABULARY_FILE, SentenceDataError, SentenceVocabulary, WordVocabulary
 from ...stages.model_setup import model_from_checkpoint, run_folder
 from ...stages.run import RunContext
@@ -23,7 +22,7 @@ def run_vocabulary(checkpoint: str) -> SentenceVocabulary:
         raise TrainConfigError(f"init_from={checkpoint}: {error}") from None
 
 
-def trained_vae(cfg: DictConfig, ctx: RunContext) -> tuple[AdaVAE, SentenceVocabulary, int]:
+def trained_vae(cfg: TrainConfig, ctx: RunContext) -> tuple[AdaVAE, SentenceVocabulary, int]:
     """The AdaVAE run ``init_from`` names (eval mode, on the run's device), its vocabulary and its step."""
     if not cfg.init_from:
         raise CheckpointError(f"stage={cfg.stage} needs init_from=<AdaVAE run folder or checkpoint>")

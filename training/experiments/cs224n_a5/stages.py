@@ -14,18 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
-
+from ...batch_losses import DecoderLoss
 from ...checkpoint import CheckpointError, load_checkpoint
-from ...config import TrainConfigError, section
+from ...config_errors import TrainConfigError
+from ...config_groups import TrainConfig
 from ...data.char_vocabulary import CharVocabError, CharVocabulary
 from ...data.row_batches import RowSet, content_fingerprint
 from ...distributed import gather_in_item_order, rank_share
 from ...models.gpt import GPT
-from ...stages.data_setup import RowCorpus
+from ...stages.data_setup import TrainingData
 from ...stages.model_setup import model_from_checkpoint, model_from_config, model_from_init
 from ...stages.run import RunContext, fit_summary, pretrain_on_rows, row_set_trainer, start_run
-from ...batch_losses import DecoderLoss
 from ...trainer import autocast
 from .birth_places import (
     BirthPlaceRows,
@@ -41,9 +40,9 @@ from .char_corruption import CharCorruptionError, CharCorruptionRows, load_char_
 log = logging.getLogger(__name__)
 
 
-def corpus_vocabulary(cfg: DictConfig) -> CharVocabulary:
+def corpus_vocabulary(cfg: TrainConfig) -> CharVocabulary:
     try:
-        return load_char_corpus(section(cfg, "data")["corpus"])[1]
+        return load_char_corpus(cfg.data.corpus)[1]
     except (CharCorruptionError, CharVocabError) as error:
         raise TrainConfigError(f"data.corpus: {error}") from None
 
@@ -55,46 +54,48 @@ def _read_pairs(path: str, key: str) -> list[tuple[str, str | None]]:
         raise TrainConfigError(f"data.{key}: {error}") from None
 
 
-def char_corruption_corpus(cfg: DictConfig) -> RowCorpus:
-    data = section(cfg, "data")
-    block_size = int(data["block_size"])
+def char_corruption_corpus(cfg: TrainConfig) -> TrainingData:
+    data = cfg.data
+    block_size = data.block_size
     try:
-        documents, vocab = load_char_corpus(data["corpus"])
-        rows = CharCorruptionRows(documents, vocab, block_size, seed=int(cfg.seed))
+        documents, vocab = load_char_corpus(data.corpus)
+        rows = CharCorruptionRows(documents, vocab, block_size, seed=cfg.seed)
     except (CharCorruptionError, CharVocabError) as error:
         raise TrainConfigError(f"data.corpus: {error}") from None
-    key = content_fingerprint("\n".join(documents), block_size=block_size, seed=int(cfg.seed), kind="char_corruption")
-    return RowCorpus(RowSet(rows, len(rows), key), None, vocab.vocab_size)
+    key = content_fingerprint("\n".join(documents), block_size=block_size, seed=cfg.seed, kind="char_corruption")
+    return TrainingData(RowSet(rows, len(rows), key), None, vocab.vocab_size,
+                        pack_length=data.pack_length if data.pack else None)
 
 
-def run_a5_pretrain(cfg: DictConfig) -> dict[str, Any]:
+def run_a5_pretrain(cfg: TrainConfig) -> dict[str, Any]:
     """Pre-train on span-corrupted wiki documents (``data=cs224n_a5_wiki``)."""
     return pretrain_on_rows(cfg, char_corruption_corpus(cfg))
 
 
-def run_a5_finetune(cfg: DictConfig) -> dict[str, Any]:
-    data = section(cfg, "data")
+def run_a5_finetune(cfg: TrainConfig) -> dict[str, Any]:
+    data = cfg.data
     ctx = start_run(cfg)
     vocab = corpus_vocabulary(cfg)
-    pairs = _read_pairs(data["train"], "train")
+    pairs = _read_pairs(data.train, "train")
     try:
-        rows = BirthPlaceRows(tuple(pairs), vocab, int(data["block_size"]))
+        rows = BirthPlaceRows(tuple(pairs), vocab, data.block_size)
     except (BirthPlacesError, CharVocabError) as error:
-        raise TrainConfigError(f"{data['train']}: {error}") from None
+        raise TrainConfigError(f"{data.train}: {error}") from None
     if cfg.init_from:
         model, spec = model_from_init(cfg, vocab.vocab_size,
-                                      f"fine-tune with the pretraining corpus (data.corpus={data['corpus']})")
+                                      f"fine-tune with the pretraining corpus (data.corpus={data.corpus})")
     else:
         log.info("no init_from: fine-tuning a randomly initialised model (the handout's no-pretraining run)")
         model, spec = model_from_config(cfg, vocab.vocab_size)
-    key = content_fingerprint(repr(pairs), block_size=int(data["block_size"]), kind="birth_places")
-    trainer = row_set_trainer(cfg, ctx, RowSet(rows, len(rows), key), None, DecoderLoss(), model, spec)
+    key = content_fingerprint(repr(pairs), block_size=data.block_size, kind="birth_places")
+    trainer = row_set_trainer(cfg, ctx, RowSet(rows, len(rows), key), None, DecoderLoss(), model, spec,
+                              pack_length=data.pack_length if data.pack else None)
     summary = fit_summary(ctx, trainer)
     summary["evaluation"] = answer_questions(cfg, ctx, model, vocab)
     return summary
 
 
-def run_a5_evaluate(cfg: DictConfig) -> dict[str, Any]:
+def run_a5_evaluate(cfg: TrainConfig) -> dict[str, Any]:
     if not cfg.init_from:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
     ctx = start_run(cfg)
@@ -105,16 +106,16 @@ def run_a5_evaluate(cfg: DictConfig) -> dict[str, Any]:
 
 
 @torch.no_grad()
-def answer_questions(cfg: DictConfig, ctx: RunContext, model: torch.nn.Module,
+def answer_questions(cfg: TrainConfig, ctx: RunContext, model: torch.nn.Module,
                      vocab: CharVocabulary) -> dict[str, Any]:
     """Greedy answers to ``data.evaluate``'s questions (this rank's share, gathered), written to
     ``data.predictions``; accuracy when the file has gold places."""
-    data = section(cfg, "data")
-    if not data.get("evaluate"):
+    data = cfg.data
+    if not data.evaluate:
         return {}
     if not isinstance(model, GPT):
         raise TrainConfigError("birth-place evaluation needs a GPT model")
-    pairs = _read_pairs(data["evaluate"], "evaluate")
+    pairs = _read_pairs(data.evaluate, "evaluate")
     mine = rank_share(len(pairs), ctx.env)
     model.eval()
     answers = []
@@ -122,18 +123,18 @@ def answer_questions(cfg: DictConfig, ctx: RunContext, model: torch.nn.Module,
     for first in range(0, len(mine), batch):
         prompts = [torch.from_numpy(prompt_ids(pairs[i][0], vocab)) for i in mine[first:first + batch]]
         with autocast(ctx.device, ctx.settings.precision):
-            completions = model.generate(prompts, int(data["max_new_chars"]))
+            completions = model.generate(prompts, data.max_new_chars)
         answers += [prediction_from_completion(vocab.decode(ids.cpu().numpy())) for ids in completions]
     predictions = [answer.replace("\n", " ") for answer in gather_in_item_order(mine, answers, ctx.env)]
     total, correct = score_places([place for _, place in pairs], predictions)
-    output = Path(data.get("predictions") or ctx.run_dir / "predictions.txt")
+    output = Path(data.predictions or ctx.run_dir / "predictions.txt")
     if ctx.env.is_main:
         output.parent.mkdir(parents=True, exist_ok=True)
         write_predictions(output, predictions)
         message = (f"Correct: {correct} out of {total}: {100 * correct / total:.1f}%" if total
                    else "No gold birth places provided")
-        log.info("%s (%s); predictions in %s", message, data["evaluate"], output)
-    result: dict[str, Any] = {"file": data["evaluate"], "predictions": str(output), "questions": len(pairs)}
+        log.info("%s (%s); predictions in %s", message, data.evaluate, output)
+    result: dict[str, Any] = {"file": data.evaluate, "predictions": str(output), "questions": len(pairs)}
     if total:
         result.update(correct=correct, total=total, accuracy=correct / total)
     return result

@@ -1,0 +1,145 @@
+"""Typed ``data:`` settings, one structured config per ``data.kind`` (see ``config_groups``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .config_errors import TrainConfigError, require_choice
+from .experiments.gpt1.input_transforms import FinetuneDataError
+from .experiments.gpt1.task_files import TASKS, column_names
+
+
+@dataclass
+class TokensData:
+    """``data=c4_tokens``: token shards of ``c4prep tokenize``."""
+
+    kind: str
+    tokens: str
+    train_split: str = "train"
+    validation_split: Optional[str] = "validation"
+    concat_documents: int = 128
+
+
+@dataclass
+class BirthPlacesData:
+    """``data=cs224n_a5_birth_places``."""
+
+    kind: str
+    corpus: str
+    train: str
+    evaluate: str
+    predictions: Optional[str] = None
+    block_size: int = 128
+    max_new_chars: int = 32
+    pack: bool = True
+    pack_length: int = 127
+
+
+@dataclass
+class CharCorruptionData:
+    """``data=cs224n_a5_wiki``."""
+
+    kind: str
+    corpus: str
+    block_size: int = 128
+    pack: bool = True
+    pack_length: int = 127
+
+
+@dataclass
+class SentencesData:
+    """``data=ptb``: sentence files, one sentence per line."""
+
+    kind: str
+    train: str
+    validation: Optional[str] = None
+    test: Optional[str] = None
+    max_words: int = 64
+    pack: bool = True
+    pack_length: int = 65
+
+
+@dataclass
+class TaskFiles:
+    """One text-to-text task: training and validation files (TSV/JSONL) and the input prefix."""
+
+    train: Optional[str] = None
+    validation: Optional[str] = None
+    prefix: str = ""
+
+
+@dataclass
+class MixingConfig:
+    """How the tasks are mixed (T5 3.5.2)."""
+
+    strategy: str = "examples_proportional"
+    size_limit: Optional[int] = None
+    temperature: float = 1.0
+
+
+@dataclass
+class TextToTextData:
+    """``data=text_to_text``: fine-tuning tasks mixed at T5's rates."""
+
+    kind: str
+    vocab: str
+    inputs_length: int = 512
+    targets_length: int = 128
+    tasks: dict[str, TaskFiles] = field(default_factory=dict)
+    mixing: MixingConfig = field(default_factory=MixingConfig)
+    unsupervised_tokens: Optional[str] = None
+
+
+@dataclass
+class CharTextData:
+    """``data=tiny_shakespeare``: one text file, next-character windows."""
+
+    kind: str
+    text: str
+    block_size: int = 64
+    validation_fraction: float = 0.1
+
+
+@dataclass
+class ClassificationData:
+    """``data=yelp_sentiment``: GPT-1 sentence classification."""
+
+    kind: str
+    folder: str
+    vocab: str
+    train_per_label: int = 500
+    eval_per_label: int = 1000
+    max_length: int = 64
+    lm_weight: float = 0.5
+    classifier_dropout: float = 0.1
+
+
+@dataclass
+class GPT1TaskData:
+    """``data=gpt1_entailment|gpt1_similarity|gpt1_multiple_choice|gpt1_classification``: GPT-1 fine-tuning on TSV or
+    JSONL task files (``experiments/gpt1/task_files.py``)."""
+
+    kind: str
+    task: str
+    vocab: str
+    train: Optional[str] = None
+    validation: Optional[str] = None
+    labels: Optional[list[str]] = None
+    columns: dict[str, Any] = field(default_factory=dict)
+    max_length: int = 64
+    lm_weight: float = 0.5
+    classifier_dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        require_choice("data.task", self.task, TASKS)
+        try:
+            column_names(self.task, self.columns)
+        except FinetuneDataError as error:
+            raise TrainConfigError(f"data.{error}") from None
+
+
+DATA_SCHEMAS: dict[str, type] = {
+    "tokens": TokensData, "birth_places": BirthPlacesData, "char_corruption": CharCorruptionData,
+    "sentences": SentencesData, "text_to_text": TextToTextData, "char_text": CharTextData,
+    "classification": ClassificationData, "gpt1_task": GPT1TaskData,
+}

@@ -1,0 +1,87 @@
+"""T5's attention: relative position buckets, multi-head attention without biases or scaling, and the masks.
+
+Masks are additive -1e9 (MTF) rather than HF's finfo.min: identical wherever a query sees at least one key, and finite
+in bf16 where it sees none (decoder padding in packed rows), so no NaN reaches the loss or the gradients.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .plain_attention import plain_attention
+
+if TYPE_CHECKING:
+    from .t5 import T5Config
+
+MASK_VALUE = -1e9  # MTF's additive mask; finite in fp32 and bf16, so fully masked padding rows stay finite
+
+
+def relative_position_bucket(relative_position: Tensor, bidirectional: bool, num_buckets: int,
+                             max_distance: int) -> Tensor:
+    """Bucket of ``key_position - query_position``: half the buckets exact, half log-spaced up to ``max_distance``.
+
+    Bidirectional (encoder): 16 buckets per direction, positive offsets get +16. Causal (decoder): all 32 buckets
+    for offsets <= 0; positive offsets map to bucket 0.
+    """
+    if bidirectional:
+        num_buckets //= 2
+        offset = (relative_position > 0).long() * num_buckets
+        distance = relative_position.abs()
+    else:
+        offset = torch.zeros_like(relative_position)
+        distance = (-relative_position).clamp(min=0)
+    max_exact = num_buckets // 2
+    log_ratio = torch.log(distance.float().clamp(min=max_exact) / max_exact) / math.log(max_distance / max_exact)
+    log_bucket = (max_exact + (log_ratio * (num_buckets - max_exact)).long()).clamp(max=num_buckets - 1)
+    return offset + torch.where(distance < max_exact, distance, log_bucket)
+
+
+class Attention(nn.Module):
+    """Multi-head attention without biases and without 1/sqrt(d_kv) scaling (folded into the q init).
+
+    On CPU it is written out (:func:`.plain_attention.plain_attention`) rather than calling SDPA: with a mask that
+    needs a gradient (the learned position bias) SDPA takes its unfused math path, which on CPU adds a guard for
+    fully masked rows and, under bf16 autocast, upcasts to fp32; the plain form is the same math with fewer, bf16
+    kernels. Other devices use SDPA.
+    """
+
+    def __init__(self, config: T5Config):
+        super().__init__()
+        inner = config.num_heads * config.d_kv
+        self.q = nn.Linear(config.d_model, inner, bias=False)
+        self.k = nn.Linear(config.d_model, inner, bias=False)
+        self.v = nn.Linear(config.d_model, inner, bias=False)
+        self.o = nn.Linear(inner, config.d_model, bias=False)
+        nn.init.normal_(self.q.weight, std=(config.d_model * config.d_kv) ** -0.5)
+        nn.init.normal_(self.k.weight, std=config.d_model ** -0.5)
+        nn.init.normal_(self.v.weight, std=config.d_model ** -0.5)
+        nn.init.normal_(self.o.weight, std=inner ** -0.5)
+        self.num_heads, self.d_kv, self.dropout = config.num_heads, config.d_kv, config.dropout_rate
+
+    def forward(self, x: Tensor, memory: Tensor, bias: Tensor) -> Tensor:
+        """``x`` [B, Tq, d] attends to ``memory`` [B, Tk, d]; ``bias`` [B or 1, H or 1, Tq, Tk] is additive."""
+        (b, tq, _), tk = x.shape, memory.shape[1]
+        q = self.q(x).view(b, tq, self.num_heads, self.d_kv).transpose(1, 2)
+        k = self.k(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
+        v = self.v(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
+        bias = bias.to(q.dtype)
+        if q.device.type == "cpu":
+            y = plain_attention(q, k, v, bias, self.dropout if self.training else 0.0)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0,
+                                               dropout_p=self.dropout if self.training else 0.0)
+        return self.o(y.transpose(1, 2).reshape(b, tq, self.num_heads * self.d_kv))
+
+
+def same_segment(query_segments: Tensor, key_segments: Tensor) -> Tensor:
+    """[B, 1, Tq, Tk] bool: query and key share a segment id."""
+    return query_segments[:, None, :, None] == key_segments[:, None, None, :]
+
+
+def with_mask(bias: Tensor, visible: Tensor) -> Tensor:
+    """``bias`` where visible, ``MASK_VALUE`` elsewhere (the two broadcast against each other)."""
+    return torch.where(visible, bias, MASK_VALUE)
