@@ -21,8 +21,8 @@ from c4prep.shards import read_shard, shard_name, write_shard
 from c4prep.tokenization.token_shards import token_batch, token_schema
 from c4prep.tokenization.train_vocab import VocabConfig, train_model, trainer_options
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
-from c4prep.training.data import (BatchPlan, TokenBatches, TokenDataError, build_sample_index, close_shards,
-                                  eval_batches, make_loader, read_segment)
+from c4prep.training.data import (BatchPlan, RowBatches, TokenDataError, TokenSampleRows, build_sample_index,
+                                  close_shards, make_loader, read_segment, row_set_eval_batches)
 from c4prep.training.data import token_index
 
 SEGMENT = 64
@@ -147,7 +147,12 @@ def test_every_sample_fits_one_row_and_packing_is_greedy(index):
         assert np.any(sums[a] + lengths[offsets[b]] > (INPUTS, TARGETS))
 
 
-def _collect(dataset: TokenBatches, workers: int) -> list[dict[str, torch.Tensor]]:
+def _batches(index, plan: BatchPlan, rank: int, **steps) -> RowBatches:
+    """This rank's micro-batches of the token samples of ``index`` (rows laid out by ``PadRow``)."""
+    return RowBatches(TokenSampleRows(index, PadRow()), plan, rank, **steps)
+
+
+def _collect(dataset: RowBatches, workers: int) -> list[dict[str, torch.Tensor]]:
     return list(make_loader(dataset, workers))
 
 
@@ -162,7 +167,7 @@ def _first_segments(batch) -> list[int]:
 
 def test_same_sequence_for_any_worker_count(index):
     plan = BatchPlan(index.num_samples, global_batch_size=6, world_size=1, micro_batch_size=2, seed=3)
-    runs = [_collect(TokenBatches(index, plan, 0, PadRow(), start_step=5, num_steps=3), k) for k in (0, 1, 2)]
+    runs = [_collect(_batches(index, plan, 0, start_step=5, num_steps=3), k) for k in (0, 1, 2)]
     assert len(runs[0]) == 9 and runs[0][0]["tokens"].dtype == torch.int64
     assert _same(runs[0], runs[1]) and _same(runs[0], runs[2])
     expected = [plan.micro_batch_samples(step, 0, m) for step in (5, 6, 7) for m in range(3)]
@@ -176,7 +181,7 @@ def test_one_epoch_over_ranks_and_workers_is_each_sample_once(index):
     assert steps == index.num_samples // 64
     seen = []
     for rank in range(2):
-        for batch in _collect(TokenBatches(index, plan, rank, PadRow(), num_steps=steps), 2):
+        for batch in _collect(_batches(index, plan, rank, num_steps=steps), 2):
             seen += _first_segments(batch)
             assert batch["epoch"].eq(0).all()
     samples = np.searchsorted(index.sample_offsets, seen, side="right") - 1
@@ -187,8 +192,8 @@ def test_one_epoch_over_ranks_and_workers_is_each_sample_once(index):
 def test_world_size_does_not_change_the_global_batch(index):
     one = BatchPlan(index.num_samples, 8, 1, 2, seed=7)
     two = BatchPlan(index.num_samples, 8, 2, 2, seed=7)
-    single = _collect(TokenBatches(index, one, 0, PadRow(), num_steps=3), 0)
-    ranks = [_collect(TokenBatches(index, two, r, PadRow(), num_steps=3), 0) for r in range(2)]
+    single = _collect(_batches(index, one, 0, num_steps=3), 0)
+    ranks = [_collect(_batches(index, two, r, num_steps=3), 0) for r in range(2)]
     for step in range(3):
         merged = torch.cat([b["tokens"] for r in range(2) for b in ranks[r][2 * step:2 * step + 2]])
         assert torch.equal(merged, torch.cat([b["tokens"] for b in single[4 * step:4 * step + 4]]))
@@ -198,11 +203,11 @@ def test_world_size_does_not_change_the_global_batch(index):
 def test_resume_gives_the_uninterrupted_stream_across_an_epoch_boundary(index):
     plan = BatchPlan(index.num_samples, 8, 1, 4, seed=11)
     start = plan.batches_per_epoch - 2
-    whole = _collect(TokenBatches(index, plan, 0, PadRow(), start_step=start, num_steps=4), 0)
-    first = TokenBatches(index, plan, 0, PadRow(), start_step=start, num_steps=4)
+    whole = _collect(_batches(index, plan, 0, start_step=start, num_steps=4), 0)
+    first = _batches(index, plan, 0, start_step=start, num_steps=4)
     state = first.state_dict(next_step=start + 1)
     assert set(state) == {"start_step", "fingerprint"}
-    resumed = TokenBatches(index, plan, 0, PadRow(), num_steps=3)
+    resumed = _batches(index, plan, 0, num_steps=3)
     resumed.load_state_dict(state)
     tail = _collect(resumed, 2)
     assert _same(whole[2:], tail)
@@ -236,21 +241,21 @@ def test_drop_last_false_wraps_the_last_batch_within_the_epoch(index):
 
 def test_state_from_other_data_or_settings_is_refused(token_dir, index):
     plan = BatchPlan(index.num_samples, 8, 1, 4, seed=0)
-    state = TokenBatches(index, plan, 0, PadRow()).state_dict(next_step=3)
-    elastic = TokenBatches(index, BatchPlan(index.num_samples, 8, 2, 2, seed=0), 1, PadRow())
+    state = _batches(index, plan, 0).state_dict(next_step=3)
+    elastic = _batches(index, BatchPlan(index.num_samples, 8, 2, 2, seed=0), 1)
     elastic.load_state_dict(state)  # W and M may change with G fixed
     assert elastic.start_step == 3
     with pytest.raises(TokenDataError, match="other data or batch settings"):
-        TokenBatches(index, BatchPlan(index.num_samples, 8, 1, 4, seed=1), 0, PadRow()).load_state_dict(state)
+        _batches(index, BatchPlan(index.num_samples, 8, 1, 4, seed=1), 0).load_state_dict(state)
     other = build_sample_index(str(token_dir), "train", SEGMENT, span_lengths, INPUTS, TARGETS, CONCAT * 2)
     assert other.fingerprint != index.fingerprint
     with pytest.raises(TokenDataError, match="other data or batch settings"):
-        TokenBatches(other, BatchPlan(other.num_samples, 8, 1, 4, seed=0), 0, PadRow()).load_state_dict(state)
+        _batches(other, BatchPlan(other.num_samples, 8, 1, 4, seed=0), 0).load_state_dict(state)
 
 
 def test_eval_batches_cover_each_sample_once_with_masked_padding(index):
     world, micro = 3, 50
-    per_rank = [list(eval_batches(index, r, world, micro, PadRow())) for r in range(world)]
+    per_rank = [list(row_set_eval_batches(TokenSampleRows(index, PadRow()), r, world, micro)) for r in range(world)]
     assert len({len(batches) for batches in per_rank}) == 1  # same count on every rank
     seen = []
     for r, batches in enumerate(per_rank):
@@ -279,8 +284,8 @@ def test_clear_errors(tmp_path, token_dir, index):
         BatchPlan(index.num_samples, 12, 2, 4, seed=0)
     with pytest.raises(TokenDataError, match=f"corpus has {index.num_samples} samples, fewer than one global batch"):
         BatchPlan(index.num_samples, 1 << 20, 1, 1 << 20, seed=0)
-    with pytest.raises(TokenDataError, match="num_samples=index.num_samples"):
-        TokenBatches(index, BatchPlan(index.num_samples - 1, 8, 1, 8, seed=0), 0, PadRow())
+    with pytest.raises(TokenDataError, match="num_samples=source.size"):
+        _batches(index, BatchPlan(index.num_samples - 1, 8, 1, 8, seed=0), 0)
 
 
 def test_a_shard_that_differs_from_its_manifest_is_refused(tmp_path, token_dir):

@@ -19,15 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..objectives.lengths import check_row_lengths
 from .row_packing import ObjectiveRowBuilder, lay_out
 
 ROW_FEATURES = ("encoder_input_tokens", "encoder_segment_ids", "encoder_positions", "decoder_target_tokens",
                 "decoder_input_tokens", "decoder_segment_ids", "decoder_positions", "decoder_loss_weights")
-
-
-def _check_lengths(inputs_length: int, targets_length: int) -> None:
-    if inputs_length < 1 or targets_length < 1:
-        raise ValueError(f"inputs_length and targets_length must be >= 1, got {inputs_length} and {targets_length}")
 
 
 def first_fit_groups(lengths: Sequence[tuple[int, int]], inputs_length: int, targets_length: int) -> list[list[int]]:
@@ -76,7 +72,7 @@ def pack_encdec_row(examples: Sequence[tuple[np.ndarray, np.ndarray]], inputs_le
     Each feature of each example is first cut to the row length (seqio's trim); examples that then still do not
     fit together raise ``ValueError`` (group them with :func:`first_fit_groups`).
     """
-    _check_lengths(inputs_length, targets_length)
+    check_row_lengths(inputs_length, targets_length)
     if len(examples) == 0:
         raise ValueError("a row needs at least one example")
     inputs, targets = [], []
@@ -118,7 +114,7 @@ class EncDecRowBuilder(ObjectiveRowBuilder):
     """:class:`ObjectiveRowBuilder` packing a sample's examples, in order, into one encoder-decoder row."""
 
     def __post_init__(self) -> None:
-        _check_lengths(self.inputs_length, self.targets_length)
+        check_row_lengths(self.inputs_length, self.targets_length)
         super().__post_init__()
 
     def pack(self, examples: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:

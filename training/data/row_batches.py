@@ -18,6 +18,7 @@ import torch
 from .batches import BatchPlan, MicroBatchStream, collate_rows, rank_micro_batches
 from .decoder_rows import pack_padded_rows
 from .row_source import RowSource, stream_fingerprint
+from .token_index import TokenDataError
 
 
 def content_fingerprint(text: str, **settings: Any) -> str:
@@ -44,6 +45,9 @@ class RowBatches(MicroBatchStream):
 
     def __init__(self, source: RowSource, plan: BatchPlan, rank: int, start_step: int = 0,
                  num_steps: int | None = None, pack_length: int | None = None) -> None:
+        if plan.num_samples != source.size:
+            raise TokenDataError(f"the batch plan has {plan.num_samples} samples but the source has {source.size}: "
+                                 "build the plan with num_samples=source.size")
         fingerprint = stream_fingerprint(source.fingerprint, plan.seed, plan.global_batch_size, plan.drop_last)
         super().__init__(plan.grad_accum, plan.world_size, rank, fingerprint, start_step, num_steps)
         self.source, self.plan, self.pack_length = source, plan, pack_length

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from c4prep.manifest import ManifestError, ShardEntry, read_manifest
+from c4prep.manifest import Manifest, ManifestError, ShardEntry, read_manifest
 from c4prep.shards import ShardIntegrityError, open_verified_shard, resolve_uri
 
 from .encdec_rows import first_fit_groups
@@ -73,8 +73,9 @@ class SampleIndex:
         return np.arange(self.sample_offsets[sample], self.sample_offsets[sample + 1], dtype=np.int64)
 
 
-def _split_shards(token_dir: str, split: str) -> tuple[list[ShardEntry], list[str]]:
-    """The split's manifest entries (manifest order) and local shard paths; :class:`TokenDataError` otherwise."""
+def _split_shards(token_dir: str, split: str, manifest: Manifest | None) -> tuple[list[ShardEntry], list[str]]:
+    """The split's entries of ``manifest`` (read from ``token_dir`` when not given; manifest order) and local shard
+    paths; :class:`TokenDataError` otherwise."""
     fs, path = resolve_uri(token_dir)
     if not isinstance(fs, pafs.LocalFileSystem):
         raise TokenDataError(f"token folder {token_dir} is not local: copy it to local disk, the loader "
@@ -83,7 +84,7 @@ def _split_shards(token_dir: str, split: str) -> tuple[list[ShardEntry], list[st
         raise TokenDataError(f"token folder {token_dir} does not exist: run `c4prep tokenize --output {token_dir}` "
                              "or pass the folder it wrote")
     try:
-        manifest = read_manifest(token_dir)
+        manifest = manifest or read_manifest(token_dir)
     except ManifestError as error:
         raise TokenDataError(f"token folder {token_dir} is not usable: {error}") from None
     names = manifest.schema().names
@@ -168,8 +169,9 @@ def _length_table(output_lengths: Callable[[int], tuple[int, int]], segment_leng
 
 def build_sample_index(token_dir: str, split: str, segment_length: int,
                        output_lengths: Callable[[int], tuple[int, int]], inputs_length: int, targets_length: int,
-                       concat_documents: int = 128) -> SampleIndex:
+                       concat_documents: int = 128, manifest: Manifest | None = None) -> SampleIndex:
     """Segment and pack one split of a token folder (see the module docstring); deterministic in its arguments.
+    ``manifest``: the folder's manifest when the caller has read it already.
 
     ``output_lengths(n)`` is the (inputs, targets) length of a row built from an ``n``-token segment (e.g. span
     corruption's, EOS included); samples are packed so that their summed lengths fit (inputs_length,
@@ -181,7 +183,7 @@ def build_sample_index(token_dir: str, split: str, segment_length: int,
             raise TokenDataError(f"{name} must be >= 1, got {value}")
     if inputs_length < 0:
         raise TokenDataError(f"inputs_length must be >= 0 (0: decoder-only language modelling), got {inputs_length}")
-    entries, paths = _split_shards(token_dir, split)
+    entries, paths = _split_shards(token_dir, split, manifest)
     table = _length_table(output_lengths, segment_length, inputs_length, targets_length)
     shard_ids, starts, lengths = [], [], []
     for k, (entry, path) in enumerate(zip(entries, paths)):

@@ -139,7 +139,7 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
 
     def index(split: str) -> SampleIndex:
         return build_sample_index(data.tokens, split, segment_length, objective.output_lengths, inputs_length,
-                                  targets_length, concat_documents=data.concat_documents)
+                                  targets_length, concat_documents=data.concat_documents, manifest=manifest)
 
     split = data.validation_split
     has_validation = bool(split) and manifest.splits.get(split) is not None and manifest.splits[split].num_rows > 0

@@ -16,7 +16,8 @@ from ..config import to_yaml
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig, TrainerConfig
 from ..data.batches import BatchPlan, make_loader
-from ..data.row_batches import RowBatches, RowSet, length_order, row_set_eval_batches
+from ..data.row_batches import RowBatches, length_order, row_set_eval_batches
+from ..data.row_source import RowSource
 from ..distributed import DistEnv, init_distributed, select_device
 from ..optim import build_optimizer, decay_groups
 from ..schedules import build_schedule
@@ -87,17 +88,21 @@ def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
     trainer.load_state_dict(state)
     if trainer.env.is_main:
         log.info("resumed from %s at step %d", found, trainer.step)
-def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSet, validation: RowSet | None, batch_loss: BatchLoss,
-                    model: torch.nn.Module, model_spec: dict[str, Any],
+
+
+def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSource, validation: RowSource | None,
+                    batch_loss: BatchLoss, model: torch.nn.Module, model_spec: dict[str, Any],
                     validation_length: Callable[[dict[str, np.ndarray]], int] | None = None,
-                    pack_length: int | None = None) -> Trainer:
-    """A :class:`Trainer` over ``train`` (every item each epoch: the last batch is completed from the same epoch's
-    order), validating on ``validation`` (in order of ``validation_length(row)`` when given, for tasks that cut a
-    batch to its longest row); restored from the run folder when resuming. ``pack_length`` re-packs padded rows
-    into that many positions (``data.pack: true``: the same losses on fewer positions)."""
+                    pack_length: int | None = None, drop_last: bool = False,
+                    checkpoint_config: dict[str, Any] | None = None) -> Trainer:
+    """A :class:`Trainer` over ``train`` (every item each epoch, the last batch completed from the same epoch's
+    order; ``drop_last``: full batches only, as pre-training on token shards), validating on ``validation`` (in
+    order of ``validation_length(row)`` when given, for tasks that cut a batch to its longest row); restored from
+    the run folder when resuming. ``pack_length`` re-packs padded rows into that many positions (``data.pack:
+    true``: the same losses on fewer positions). Checkpoints record ``checkpoint_config`` and the stage."""
     settings = ctx.settings
     plan = BatchPlan(train.size, settings.global_batch_size, ctx.env.world_size, settings.micro_batch_size,
-                     seed=cfg.seed, drop_last=False)
+                     seed=cfg.seed, drop_last=drop_last)
     stream = RowBatches(train, plan, ctx.env.rank, pack_length=pack_length)
     optimizer, scheduler = optimization_from_config(cfg, model)
 
@@ -109,7 +114,8 @@ def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSet, validation
     def validation_batches():
         return row_set_eval_batches(validation, ctx.env.rank, ctx.env.world_size, settings.micro_batch_size, order)
 
-    extra = {"model_spec": model_spec, "data_fingerprint": stream.fingerprint, "config": {"stage": cfg.stage}}
+    extra = {"model_spec": model_spec, "data_fingerprint": stream.fingerprint,
+             "config": (checkpoint_config or {}) | {"stage": cfg.stage}}
     trainer = Trainer(settings, ctx.run_dir, model, batch_loss, optimizer, scheduler, train_batches, plan.grad_accum,
                       ctx.env, ctx.device, eval_batches=validation_batches if validation is not None else None,
                       checkpoint_extra=extra)
