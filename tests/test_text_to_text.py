@@ -11,8 +11,10 @@ import pytest
 import sentencepiece as spm
 
 from c4prep.tokenization.vocabulary import ByteVocabulary, SentencePieceVocabulary
-from c4prep.training.data.text_to_text import (TextPair, TextPairsError, TextToTextRows, encode_pairs,
-                                               load_text_pairs, read_text_pairs)
+from c4prep.training.data.encdec_rows import pack_encdec, pack_encdec_row
+from c4prep.training.data.mixture_batches import PairRows
+from c4prep.training.data.text_files import TextFileError
+from c4prep.training.data.text_to_text import TextPair, encode_pairs, load_text_pairs, read_text_pairs
 
 LOGGER_NAME = "c4prep.training.data.text_to_text"
 
@@ -132,13 +134,13 @@ def test_many_malformed_rows_are_summed_up(tmp_path, caplog):
 def test_unusable_files_raise_one_line_errors(tmp_path, name, content, message):
     path = tmp_path / name
     path.write_bytes(content)
-    with pytest.raises(TextPairsError, match=message.replace("(", r"\(").replace(")", r"\)")) as error:
+    with pytest.raises(TextFileError, match=message.replace("(", r"\(").replace(")", r"\)")) as error:
         read_text_pairs(str(path))
     assert str(error.value).startswith(str(path)) and "\n" not in str(error.value)
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(TextPairsError, match=r"nope\.tsv: no such file; check the path"):
+    with pytest.raises(TextFileError, match=r"nope\.tsv: no such file; check the path"):
         read_text_pairs(str(tmp_path / "nope.tsv"))
 
 
@@ -179,18 +181,19 @@ def test_encode_pairs_edge_cases():
         encode_pairs([TextPair("a", "b")], vocab, inputs_length=4, targets_length=0)
 
 
-def test_row_builder_pickles(birth_vocab):
-    builder = TextToTextRows(birth_vocab, inputs_length=64, targets_length=16)
-    clone = pickle.loads(pickle.dumps(builder))
-    assert (clone.inputs_length, clone.targets_length, clone.pack) == (64, 16, True)
-    assert clone.vocab.encode("Where was Ada born?") == birth_vocab.encode("Where was Ada born?")
+def test_pair_rows_pickle_for_loader_workers(birth_tsv, birth_vocab):
+    encoded = encode_pairs(read_text_pairs(str(birth_tsv))[:10], birth_vocab, 64, 16).examples
+    rows = PairRows(encoded, inputs_length=64, targets_length=16)
+    clone = pickle.loads(pickle.dumps(rows))
+    assert (clone.inputs_length, clone.targets_length, clone.size) == (64, 16, 10)
+    assert clone.fingerprint == rows.fingerprint
+    assert all(np.array_equal(clone.row(3, 0)[key], value) for key, value in rows.row(3, 0).items())
 
 
-def test_row_builder_packs_with_pack_encdec_row(birth_tsv, birth_vocab):
+def test_encoded_pairs_pack_with_pack_encdec_row(birth_tsv, birth_vocab):
     pairs = read_text_pairs(str(birth_tsv), task_prefix="question: ")[:100]
     encoded = encode_pairs(pairs, birth_vocab, 64, 16).examples
-    builder = pickle.loads(pickle.dumps(TextToTextRows(birth_vocab, inputs_length=64, targets_length=16)))
-    rows = builder(pairs)
+    rows = pack_encdec(encoded, 64, 16)
     assert 1 < len(rows) < 100  # several short QA pairs share a row
     for row in rows:
         assert all(isinstance(value, np.ndarray) and value.dtype == np.int32 for value in row.values())
@@ -203,5 +206,5 @@ def test_row_builder_packs_with_pack_encdec_row(birth_tsv, birth_vocab):
                              row["decoder_target_tokens"][row["decoder_segment_ids"] == segment].tolist()))
     assert unpacked == [(inputs.tolist(), targets.tolist()) for inputs, targets in encoded]
     assert birth_vocab.decode(unpacked[0][1]) == pairs[0].target == "Lebanon"
-    single = TextToTextRows(birth_vocab, inputs_length=64, targets_length=16, pack=False)(pairs)
+    single = [pack_encdec_row([example], 64, 16) for example in encoded]
     assert len(single) == 100 and all(row["encoder_segment_ids"].max() == 1 for row in single)

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from omegaconf import MISSING
+
 from .config_errors import TrainConfigError, require_choice
 from .experiments.gpt1.input_transforms import FinetuneDataError
 from .experiments.gpt1.task_files import TASKS, column_names
@@ -101,34 +103,35 @@ class CharTextData:
 
 
 @dataclass
-class ClassificationData:
-    """``data=yelp_sentiment``: GPT-1 sentence classification."""
+class GPT1HeadData:
+    """What every GPT-1 fine-tuning data config sets: the vocabulary, the sequence length and the head."""
 
-    kind: str
-    folder: str
-    vocab: str
-    train_per_label: int = 500
-    eval_per_label: int = 1000
+    kind: str = MISSING
+    vocab: str = MISSING
     max_length: int = 64
     lm_weight: float = 0.5
     classifier_dropout: float = 0.1
 
 
 @dataclass
-class GPT1TaskData:
+class ClassificationData(GPT1HeadData):
+    """``data=yelp_sentiment``: GPT-1 sentence classification."""
+
+    folder: str = MISSING
+    train_per_label: int = 500
+    eval_per_label: int = 1000
+
+
+@dataclass
+class GPT1TaskData(GPT1HeadData):
     """``data=gpt1_entailment|gpt1_similarity|gpt1_multiple_choice|gpt1_classification``: GPT-1 fine-tuning on TSV or
     JSONL task files (``experiments/gpt1/task_files.py``)."""
 
-    kind: str
-    task: str
-    vocab: str
+    task: str = MISSING
     train: Optional[str] = None
     validation: Optional[str] = None
     labels: Optional[list[str]] = None
     columns: dict[str, Any] = field(default_factory=dict)
-    max_length: int = 64
-    lm_weight: float = 0.5
-    classifier_dropout: float = 0.1
 
     def __post_init__(self) -> None:
         require_choice("data.task", self.task, TASKS)

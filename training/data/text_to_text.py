@@ -9,35 +9,20 @@ Local paths and ``gs://``/``s3://`` URIs are accepted. Malformed rows are logged
 """
 from __future__ import annotations
 
-import gzip
-import io
-import json
 import logging
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.fs as pafs
 
-from c4prep.shards import resolve_uri
 from c4prep.tokenization.vocabulary import Vocabulary
 
-from .encdec_rows import pack_encdec, pack_encdec_row
+from .text_files import MalformedLine, TextFileError, file_format, json_object, numbered_lines
 
 LOGGER = logging.getLogger(__name__)
 
-FORMATS = {".tsv": "tsv", ".tsv.gz": "tsv", ".jsonl": "jsonl", ".jsonl.gz": "jsonl"}
 TSV_HEADER = ("input", "target")
 MAX_LOGGED_ROWS = 20  # malformed rows logged one by one per file; the rest are summed up in one line
-
-
-class TextPairsError(ValueError):
-    """A text-pair file that cannot be used (one-line message saying what to fix)."""
-
-
-class _MalformedRow(Exception):
-    """One row that cannot be parsed (the message says why); counted and skipped."""
 
 
 @dataclass(frozen=True)
@@ -77,14 +62,14 @@ def read_text_pairs(path: str, task_prefix: str = "") -> list[TextPair]:
 
 
 def load_text_pairs(path: str, task_prefix: str = "") -> TextPairsRead:
-    """:func:`read_text_pairs` plus the malformed-row report; raises :class:`TextPairsError` if no row is valid."""
-    kind, compressed = _file_format(path)
+    """:func:`read_text_pairs` plus the malformed-row report; raises :class:`TextFileError` if no row is valid."""
+    kind, _ = file_format(path)
     pairs: list[TextPair] = []
     malformed: list[int] = []
-    for number, line in _numbered_lines(path, compressed):
+    for number, line in numbered_lines(path):
         try:
             parsed = _parse_line(line, kind, first=number == 1)
-        except _MalformedRow as error:
+        except MalformedLine as error:
             malformed.append(number)
             if len(malformed) <= MAX_LOGGED_ROWS:
                 LOGGER.warning("%s:%d: skipped malformed row: %s", path, number, error)
@@ -96,7 +81,7 @@ def load_text_pairs(path: str, task_prefix: str = "") -> TextPairsRead:
                        path, len(malformed), MAX_LOGGED_ROWS)
     if not pairs:
         expected = "input<TAB>target lines" if kind == "tsv" else 'JSON lines with "input" and "target" strings'
-        raise TextPairsError(f"{path}: no valid rows ({len(malformed)} malformed); expected {expected}")
+        raise TextFileError(f"{path}: no valid rows ({len(malformed)} malformed); expected {expected}")
     return TextPairsRead(tuple(pairs), tuple(malformed))
 
 
@@ -119,24 +104,6 @@ def encode_pairs(pairs: Sequence[TextPair], vocab: Vocabulary, inputs_length: in
     )
 
 
-@dataclass(frozen=True)
-class TextToTextRows:
-    """Picklable pairs -> encoder-decoder rows (for Beam or data-loader workers): :func:`encode_pairs`, then
-    ``encdec_rows``: ``pack_encdec`` (greedy in-order packing) or, if ``pack`` is false, one
-    ``pack_encdec_row`` per example. Rows have that module's int32 features (``encoder_input_tokens``, ...)."""
-
-    vocab: Vocabulary
-    inputs_length: int
-    targets_length: int
-    pack: bool = True
-
-    def __call__(self, pairs: Sequence[TextPair]) -> list[dict[str, np.ndarray]]:
-        examples = encode_pairs(pairs, self.vocab, self.inputs_length, self.targets_length).examples
-        if self.pack:
-            return pack_encdec(examples, self.inputs_length, self.targets_length)
-        return [pack_encdec_row([example], self.inputs_length, self.targets_length) for example in examples]
-
-
 def _encode_with_eos(vocab: Vocabulary, texts: list[str], length: int) -> list[tuple[np.ndarray, bool]]:
     encoded = []
     for ids in vocab.encode_batch(texts):
@@ -148,55 +115,23 @@ def _encode_with_eos(vocab: Vocabulary, texts: list[str], length: int) -> list[t
     return encoded
 
 
-def _file_format(path: str) -> tuple[str, bool]:
-    lowered = path.lower()
-    for suffix, kind in sorted(FORMATS.items(), key=lambda item: -len(item[0])):
-        if lowered.endswith(suffix):
-            return kind, suffix.endswith(".gz")
-    raise TextPairsError(f"{path}: unknown extension; use .tsv or .jsonl (optionally .gz)")
-
-
-def _numbered_lines(path: str, compressed: bool) -> Iterator[tuple[int, str | bytes]]:
-    """(1-based number, line without its newline) of each line; undecodable lines are passed on as bytes."""
-    fs, resolved = resolve_uri(path)
-    if fs.get_file_info(resolved).type != pafs.FileType.File:
-        raise TextPairsError(f"{path}: no such file; check the path")
-    with fs.open_input_stream(resolved, compression=None) as raw:
-        stream = gzip.GzipFile(fileobj=raw) if compressed else io.BufferedReader(raw)
-        try:
-            for number, line in enumerate(stream, start=1):
-                line = line.rstrip(b"\r\n")
-                try:
-                    yield number, line.decode("utf-8")
-                except UnicodeDecodeError:
-                    yield number, line
-        except (OSError, EOFError, zlib.error) as error:
-            raise TextPairsError(f"{path}: corrupt or truncated gzip ({error}); re-create or re-download it") \
-                from error
-
-
 def _parse_line(line: str | bytes, kind: str, first: bool) -> tuple[str, str] | None:
-    """(input, target) of a line, ``None`` for a blank line or the TSV header; :class:`_MalformedRow` if bad."""
+    """(input, target) of a line, ``None`` for a blank line or the TSV header; :class:`MalformedLine` if bad."""
     if isinstance(line, bytes):
-        raise _MalformedRow("invalid UTF-8")
+        raise MalformedLine("invalid UTF-8")
     if not line.strip():
         return None
     if kind == "tsv":
         fields = line.split("\t")
         if len(fields) != 2:
-            raise _MalformedRow(f"expected 2 tab-separated fields (input, target), got {len(fields)}")
+            raise MalformedLine(f"expected 2 tab-separated fields (input, target), got {len(fields)}")
         if first and tuple(fields) == TSV_HEADER:
             return None
         return fields[0], fields[1]
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise _MalformedRow(f"invalid JSON ({error.msg})") from None
-    if not isinstance(record, dict):
-        raise _MalformedRow(f"expected a JSON object, got {type(record).__name__}")
+    record = json_object(line)
     missing = [key for key in TSV_HEADER if key not in record]
     if missing:
-        raise _MalformedRow(f"missing key(s) {', '.join(map(repr, missing))}")
+        raise MalformedLine(f"missing key(s) {', '.join(map(repr, missing))}")
     if not all(isinstance(record[key], str) for key in TSV_HEADER):
-        raise _MalformedRow('"input" and "target" must be strings')
+        raise MalformedLine('"input" and "target" must be strings')
     return record["input"], record["target"]

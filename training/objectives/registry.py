@@ -19,6 +19,8 @@ and T5 use 90/10: ``mask_rate=0.9``) and draws its random ids from the regular i
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,24 +69,27 @@ def all_noise(objective: Denoise, length: int, rng: np.random.Generator) -> np.n
 # Inputs and targets: (objective, tokens, noise_mask, rng) -> ids
 
 
-def sentinel_per_noise_span(objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarray,
-                            rng: np.random.Generator) -> np.ndarray:
-    return noise_span_to_unique_sentinel(tokens, noise_mask, objective.vocab_size)
+@dataclass(frozen=True)
+class NoiseStep:
+    """An inputs or targets step made of a pure noise function ``fn(tokens, noise_mask)``, or
+    ``fn(tokens, noise_mask, vocab_size)`` when it numbers sentinels (picklable for loader workers)."""
+
+    fn: Callable[..., np.ndarray]
+    numbers_sentinels: bool = False
+
+    def __call__(self, objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarray,
+                 rng: np.random.Generator) -> np.ndarray:
+        if self.numbers_sentinels:
+            return self.fn(tokens, noise_mask, objective.vocab_size)
+        return self.fn(tokens, noise_mask)
 
 
-def sentinel_per_nonnoise_span(objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarray,
-                               rng: np.random.Generator) -> np.ndarray:
-    return nonnoise_span_to_unique_sentinel(tokens, noise_mask, objective.vocab_size)
-
-
-def noise_spans_after_sentinels(objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarray,
-                                rng: np.random.Generator) -> np.ndarray:
-    return noise_span_targets(tokens, noise_mask, objective.vocab_size)
-
-
-def mask_id_per_noise_token(objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarray,
-                            rng: np.random.Generator) -> np.ndarray:
-    return noise_token_to_sentinel(tokens, noise_mask, objective.vocab_size)
+sentinel_per_noise_span = NoiseStep(noise_span_to_unique_sentinel, numbers_sentinels=True)
+sentinel_per_nonnoise_span = NoiseStep(nonnoise_span_to_unique_sentinel, numbers_sentinels=True)
+noise_spans_after_sentinels = NoiseStep(noise_span_targets, numbers_sentinels=True)
+mask_id_per_noise_token = NoiseStep(noise_token_to_sentinel, numbers_sentinels=True)
+nonnoise_tokens = NoiseStep(drop_noise_tokens)
+noise_tokens = NoiseStep(drop_nonnoise_tokens)
 
 
 def bert_corruption(objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarray,
@@ -96,16 +101,6 @@ def bert_corruption(objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarr
 def noise_permuted(objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarray,
                    rng: np.random.Generator) -> np.ndarray:
     return permute_noise_tokens(tokens, noise_mask, rng)
-
-
-def nonnoise_tokens(objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarray,
-                    rng: np.random.Generator) -> np.ndarray:
-    return drop_noise_tokens(tokens, noise_mask)
-
-
-def noise_tokens(objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarray,
-                 rng: np.random.Generator) -> np.ndarray:
-    return drop_nonnoise_tokens(tokens, noise_mask)
 
 
 def all_tokens(objective: Denoise, tokens: np.ndarray, noise_mask: np.ndarray,

@@ -25,7 +25,8 @@ from ..data.batches import collate_rows, make_loader, rank_micro_batches
 from ..data.mixture_batches import MixtureBatches, PairRows
 from ..data.mixtures import MixtureError, MixtureSampler, mixing_rates
 from ..data.row_source import RowSource
-from ..data.text_to_text import TextPairsError, encode_pairs, load_text_pairs
+from ..data.text_files import TextFileError
+from ..data.text_to_text import encode_pairs, load_text_pairs
 from ..distributed import DistEnv, gather_in_item_order, rank_share
 from ..metrics import exact_match
 from ..models.t5 import T5
@@ -58,7 +59,7 @@ def load_tasks(data: TextToTextData, vocab: SentencePieceVocabulary) -> dict[str
         try:
             train = encode_pairs(load_text_pairs(files.train, prefix).pairs, vocab, *lengths)
             validation = load_text_pairs(files.validation, prefix).pairs if files.validation else ()
-        except TextPairsError as error:
+        except TextFileError as error:
             raise TrainConfigError(f"task {name!r}: {error}") from None
         if train.truncated:
             log.warning("task %s: %d of %d training examples truncated to %d/%d tokens", name, train.truncated,

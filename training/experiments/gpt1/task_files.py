@@ -16,14 +16,11 @@ given ``labels``, one of that list's values, its index being the class (``[entai
 """
 from __future__ import annotations
 
-import gzip
-import json
-import re
-import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...data.text_files import MalformedLine, TextFileError, file_format, json_object, numbered_lines
 from .input_transforms import (
     FinetuneDataError,
     FinetuneExample,
@@ -49,10 +46,6 @@ TRANSFORMS: dict[str, Callable[..., list]] = {  # (token ids of the texts, speci
     "multiple_choice": lambda ids, special, n: multiple_choice_sequences(ids[0], ids[1:], special, n),
 }
 Names = dict[str, Any]  # field -> column name (str) or names (tuple)
-
-
-class _BadLine(ValueError):
-    """What is wrong with one line (the reader adds the file and line number)."""
 
 
 @dataclass(frozen=True)
@@ -86,27 +79,34 @@ def read_task_file(path: str, task: str, labels: Sequence[str] | None = None,
     """The examples of a ``.tsv``/``.jsonl`` (optionally ``.gz``) file; a bad line raises :class:`FinetuneDataError`
     naming the file and line."""
     names = column_names(task, columns)
-    extension = re.search(r"\.(tsv|jsonl)(\.gz)?$", path.lower())
-    if extension is None:
-        raise FinetuneDataError(f"{path}: unknown extension; use .tsv or .jsonl (optionally .gz)")
-    tsv = extension.group(1) == "tsv"
+    try:
+        return _read_examples(path, task, names, labels)
+    except TextFileError as error:
+        raise FinetuneDataError(str(error)) from None
+
+
+def _read_examples(path: str, task: str, names: Names, labels: Sequence[str] | None) -> list[TaskExample]:
+    """:func:`read_task_file` once the column names are known; a bad line is a :class:`FinetuneDataError`."""
+    tsv = file_format(path)[0] == "tsv"
     labels = None if labels is None else [str(label) for label in labels]
     examples: list[TaskExample] = []
     header: list[str] | None = None
-    for number, line in _numbered_lines(path):
+    for number, line in numbered_lines(path):
         try:
+            if isinstance(line, bytes):
+                raise MalformedLine("not UTF-8 text")
             if not line.strip():
                 continue
             if tsv and header is None:
                 header = line.split("\t")
                 names = _tsv_names(names, header)
                 continue
-            record = _tsv_record(line, header) if tsv else _json_record(line)
+            record = _tsv_record(line, header) if tsv else json_object(line)
             examples.append(_example(record, task, names, labels))
             if len(examples[-1].texts) != len(examples[0].texts):
-                raise _BadLine(f"{len(examples[-1].texts) - 1} answers, but the first example has "
-                               f"{len(examples[0].texts) - 1}: every example needs as many")
-        except _BadLine as error:
+                raise MalformedLine(f"{len(examples[-1].texts) - 1} answers, but the first example has "
+                                    f"{len(examples[0].texts) - 1}: every example needs as many")
+        except MalformedLine as error:
             raise FinetuneDataError(f"{path} line {number}: {error}") from None
     if not examples:
         raise FinetuneDataError(f"{path}: no examples")
@@ -130,21 +130,6 @@ def task_rows(task: str, examples: Sequence[TaskExample], vocab, special: Specia
                               for example in examples), max_length, vocab.pad_id)
 
 
-def _numbered_lines(path: str) -> Iterator[tuple[int, str]]:
-    """(1-based number, text without its newline) of each line."""
-    try:
-        with (gzip.open if path.lower().endswith(".gz") else open)(path, "rb") as lines:
-            for number, line in enumerate(lines, start=1):
-                try:
-                    yield number, line.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError:
-                    raise FinetuneDataError(f"{path} line {number}: not UTF-8 text") from None
-    except FileNotFoundError:
-        raise FinetuneDataError(f"{path}: no such file; check the path") from None
-    except (OSError, EOFError, zlib.error) as error:
-        raise FinetuneDataError(f"{path}: cannot be read ({error})") from None
-
-
 def _tsv_names(names: Names, header: list[str]) -> Names:
     """``names`` with a single ``answers`` name resolved to the header's numbered columns; every column present."""
     answers = names.get("answers")
@@ -152,29 +137,19 @@ def _tsv_names(names: Names, header: list[str]) -> Names:
         stem = answers.removesuffix("s")
         numbered = [f"{stem}{k}" for k in range(len(header)) if f"{stem}{k}" in header]
         if not numbered or numbered[-1] != f"{stem}{len(numbered) - 1}":
-            raise _BadLine(f"missing answer columns {stem}0, {stem}1, ... (the header has: {', '.join(header)})")
+            raise MalformedLine(f"missing answer columns {stem}0, {stem}1, ... (the header has: {', '.join(header)})")
         names = {**names, "answers": tuple(numbered)}
     for name in _flat(names.values()):
         if name not in header:
-            raise _BadLine(f"missing column {name!r} (the header has: {', '.join(header)})")
+            raise MalformedLine(f"missing column {name!r} (the header has: {', '.join(header)})")
     return names
 
 
 def _tsv_record(line: str, header: list[str]) -> dict[str, str]:
     fields = line.split("\t")
     if len(fields) != len(header):
-        raise _BadLine(f"expected {len(header)} tab-separated fields as in the header, got {len(fields)}")
+        raise MalformedLine(f"expected {len(header)} tab-separated fields as in the header, got {len(fields)}")
     return dict(zip(header, fields))
-
-
-def _json_record(line: str) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise _BadLine(f"invalid JSON ({error.msg})") from None
-    if not isinstance(record, dict):
-        raise _BadLine(f"expected a JSON object, got {type(record).__name__}")
-    return record
 
 
 def _example(record: dict[str, Any], task: str, names: Names, labels: list[str] | None) -> TaskExample:
@@ -184,16 +159,16 @@ def _example(record: dict[str, Any], task: str, names: Names, labels: list[str] 
         texts += [_value(record, name) for name in answers] if isinstance(answers, tuple) else _list(record, answers)
     label = _label(_value(record, names["label"], text=False), labels)
     if task == "multiple_choice" and label >= len(texts) - 1:
-        raise _BadLine(f"label {label} is not the index of one of the {len(texts) - 1} answers")
+        raise MalformedLine(f"label {label} is not the index of one of the {len(texts) - 1} answers")
     return TaskExample(tuple(texts), label)
 
 
 def _value(record: dict[str, Any], name: str, text: bool = True) -> Any:
     if name not in record:
-        raise _BadLine(f"missing key {name!r}")
+        raise MalformedLine(f"missing key {name!r}")
     value = record[name]
     if text and not isinstance(value, str):
-        raise _BadLine(f"{name!r} must be a string, got {type(value).__name__}")
+        raise MalformedLine(f"{name!r} must be a string, got {type(value).__name__}")
     return value
 
 
@@ -204,23 +179,23 @@ def _text(record: dict[str, Any], names: str | tuple[str, ...]) -> str:
 def _list(record: dict[str, Any], name: str) -> list[str]:
     answers = _value(record, name, text=False)
     if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
-        raise _BadLine(f"{name!r} must be a non-empty list of strings")
+        raise MalformedLine(f"{name!r} must be a non-empty list of strings")
     return answers
 
 
 def _label(value: Any, labels: list[str] | None) -> int:
     """The class index of a label value: its index in ``labels``, else the value as a non-negative integer."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise _BadLine(f"label {value!r} must be a string or an integer")
+        raise MalformedLine(f"label {value!r} must be a string or an integer")
     if labels is not None:
         if str(value) not in labels:
-            raise _BadLine(f"label {value!r} is not one of data.labels {labels}")
+            raise MalformedLine(f"label {value!r} is not one of data.labels {labels}")
         return labels.index(str(value))
     if isinstance(value, int) and value >= 0:
         return value
     if isinstance(value, str) and value.isascii() and value.isdigit():
         return int(value)
-    raise _BadLine(f"label {value!r} is not a non-negative integer; set data.labels to name the classes")
+    raise MalformedLine(f"label {value!r} is not a non-negative integer; set data.labels to name the classes")
 
 
 def _flat(names) -> Iterator[str]:
