@@ -20,6 +20,11 @@ class TokensData:
     train_split: str = "train"
     validation_split: Optional[str] = "validation"
     concat_documents: int = 128
+    document_eos: Optional[str] = None  # drop | keep each document's EOS; None: drop unless objective=lm
+
+    def __post_init__(self) -> None:
+        if self.document_eos is not None:
+            require_choice("data.document_eos", self.document_eos, ("drop", "keep"))
 
 
 @dataclass

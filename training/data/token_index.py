@@ -3,10 +3,14 @@
 Documents are read in manifest shard order. Within each shard, groups of ``concat_documents`` consecutive non-empty
 documents are concatenated and cut into consecutive segments of ``segment_length`` tokens, so only a group's last
 segment is short (T5's ``reduce_concat_tokens`` + ``split_tokens``). Because a shard stores its documents' ids back
-to back, every segment is one contiguous slice of the shard's flat ``ids`` values: a segment is just (shard, start,
-length). Full-length segments are samples on their own; the short ones are grouped greedily in index order into
-samples whose summed output lengths fit one packed row. Before a shard is used, its bytes are checked against the
-size and SHA-256 its manifest records, and its ids against the vocabulary size its schema records.
+to back, every segment is one contiguous slice of the shard's flat ``ids`` values: a segment is (shard, start,
+span, length). ``c4prep tokenize`` ends every document with EOS; with ``drop_document_eos`` (T5, which tokenizes
+without EOS) a document's final id is left out before grouping when it is that EOS id (a document that was only
+EOS is then empty and skipped), so the slice's ``span`` values hold the segment's ``length`` ids plus the EOS ids
+it skips (the index checks that a shard holds that id nowhere else).
+Full-length segments are samples on their own; the short ones are grouped greedily in index order into samples
+whose summed output lengths fit one packed row. Before a shard is used, its bytes are checked against the size and
+SHA-256 its manifest records, and its ids against the vocabulary size its schema records.
 
 Differences from T5, by design: documents longer than 65,536 tokens are kept whole (T5 keeps one random 65,536-token
 chunk), and token id 0 is not deleted (SentencePiece never emits the pad id, so c4prep token shards hold none).
@@ -39,8 +43,9 @@ class TokenDataError(ValueError):
 class SampleIndex:
     """Segments of one split and the samples (packed rows) made of them.
 
-    Segment ``j`` is ``segment_length[j]`` ids starting at ``segment_start[j]`` in the flat ``ids`` values of shard
-    ``shard_paths[segment_shard[j]]``. Sample ``i`` is segments ``sample_offsets[i]:sample_offsets[i + 1]``.
+    Segment ``j`` is the ``segment_length[j]`` ids among the ``segment_span[j]`` flat ``ids`` values starting at
+    ``segment_start[j]`` of shard ``shard_paths[segment_shard[j]]`` that are not ``dropped_id`` (all of them when
+    the two lengths are equal). Sample ``i`` is segments ``sample_offsets[i]:sample_offsets[i + 1]``.
     """
 
     split: str
@@ -48,8 +53,10 @@ class SampleIndex:
     segment_shard: np.ndarray  # int32
     segment_start: np.ndarray  # int64
     segment_length: np.ndarray  # int32
+    segment_span: np.ndarray  # int32
     sample_offsets: np.ndarray  # int64, num_samples + 1
     fingerprint: str
+    dropped_id: int | None = None  # the document EOS id left out (drop_document_eos)
 
     @property
     def num_samples(self) -> int:
@@ -63,7 +70,7 @@ class SampleIndex:
 
     @property
     def num_tokens(self) -> int:
-        """Number of tokens over all segments (every non-empty document's ids, once)."""
+        """Number of tokens over all segments (every non-empty document's ids, once, less dropped EOS ids)."""
         return int(self.segment_length.sum(dtype=np.int64))
 
     def sample_segments(self, sample: int) -> np.ndarray:
@@ -100,9 +107,10 @@ def _split_shards(token_dir: str, split: str, manifest: Manifest | None) -> tupl
     return entries, [manifest.shard_uri(path, shard) for shard in entries]
 
 
-def _document_lengths(path: str, entry: ShardEntry) -> np.ndarray:
-    """Token counts (int64) of a shard's documents, from its ``length`` column, once the shard is checked: its bytes
-    against the manifest's size and SHA-256, its ids against the vocabulary size its schema records (if any)."""
+def _document_lengths(path: str, entry: ShardEntry, drop_id: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Token counts (int64) of a shard's documents, from its ``length`` column, and how many final ids each drops (1
+    where ``drop_id`` ends it), once the shard is checked: its bytes against the manifest's size and SHA-256, its
+    ids against the vocabulary size its schema records (if any), and that ``drop_id`` ends documents only."""
     if not os.path.isfile(path):
         raise TokenDataError(f"shard {path} listed in the manifest is missing: re-run `c4prep tokenize`")
     try:
@@ -112,44 +120,64 @@ def _document_lengths(path: str, entry: ShardEntry) -> np.ndarray:
     except pa.ArrowInvalid as error:
         raise TokenDataError(f"shard {path} is not an Arrow file ({error}): re-run `c4prep tokenize`") from None
     vocab_size = int((reader.schema.metadata or {}).get(b"vocab_size", 0))
-    parts = []
+    parts, drops = [], []
     for b in range(reader.num_record_batches):
         batch = reader.get_batch(b)
         ids = batch.column("ids")
         lengths = batch.column("length").to_numpy().astype(np.int64)  # copies out of the map
-        if not np.array_equal(np.diff(ids.offsets.to_numpy()), lengths):
+        offsets = ids.offsets.to_numpy()
+        if not np.array_equal(np.diff(offsets), lengths):
             raise TokenDataError(f"shard {path} batch {b}: 'length' disagrees with the ids: the shard is "
                                  "corrupt; re-run `c4prep tokenize`")
         values = ids.flatten().to_numpy()  # a view of the map
         if vocab_size and len(values) and (top := int(values.max())) >= vocab_size:
             raise TokenDataError(f"shard {path} batch {b} holds token id {top}, outside its vocabulary of "
                                  f"{vocab_size} ids: the shard is corrupt; re-run `c4prep tokenize`")
+        dropped = np.zeros(len(lengths), np.int64)
+        if drop_id is not None:
+            ends = (offsets[1:] - offsets[0])[lengths > 0]
+            dropped[lengths > 0] = values[ends - 1] == drop_id
+            if np.count_nonzero(values == drop_id) != dropped.sum():
+                raise TokenDataError(f"shard {path} batch {b} holds EOS id {drop_id} inside documents, where "
+                                     "data.document_eos=drop cannot leave it out: set data.document_eos=keep")
         parts.append(lengths)
-    lengths = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        drops.append(dropped)
+    lengths, dropped = (np.concatenate(arrays) if arrays else np.zeros(0, np.int64) for arrays in (parts, drops))
     if len(lengths) != entry.num_rows:
         raise TokenDataError(f"shard {path} has {len(lengths)} rows, the manifest says {entry.num_rows}: "
                              "re-run `c4prep tokenize`")
-    return lengths
+    return lengths, dropped
 
 
-def _shard_segments(lengths: np.ndarray, segment_length: int,
-                    concat_documents: int) -> tuple[np.ndarray, np.ndarray]:
-    """(start, length) of one shard's segments: groups of non-empty documents concatenated, then cut."""
+def _shard_segments(lengths: np.ndarray, dropped: np.ndarray, segment_length: int,
+                    concat_documents: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, span, length) of one shard's segments: the documents less their ``dropped`` final ids, the non-empty
+    ones concatenated in groups, then cut (see :class:`SampleIndex`)."""
     starts = np.zeros(len(lengths), np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
+    lengths = lengths - dropped
     keep = lengths > 0
     lengths, starts = lengths[keep], starts[keep]
     if len(lengths) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    stream = np.zeros(len(lengths), np.int64)  # where each document starts in the stream of kept ids
+    np.cumsum(lengths[:-1], out=stream[1:])
     first = np.arange(0, len(lengths), concat_documents)
-    totals = np.add.reduceat(lengths, first)  # a group's documents are contiguous in the flat values
-    group_start = starts[first]
+    totals = np.add.reduceat(lengths, first)
     counts = -(-totals // segment_length)
     group = np.repeat(np.arange(len(first)), counts)
     before = np.zeros(len(first), np.int64)
     np.cumsum(counts[:-1], out=before[1:])
     offset = (np.arange(len(group), dtype=np.int64) - before[group]) * segment_length
-    return group_start[group] + offset, np.minimum(segment_length, totals[group] - offset)
+    begin, length = stream[first][group] + offset, np.minimum(segment_length, totals[group] - offset)
+
+    def flat(position: np.ndarray) -> np.ndarray:
+        """Stream positions -> positions in the flat values."""
+        document = np.searchsorted(stream, position, side="right") - 1
+        return starts[document] + position - stream[document]
+
+    start = flat(begin)
+    return start, flat(begin + length - 1) + 1 - start, length
 
 
 def _length_table(output_lengths: Callable[[int], tuple[int, int]], segment_length: int, inputs_length: int,
@@ -169,8 +197,10 @@ def _length_table(output_lengths: Callable[[int], tuple[int, int]], segment_leng
 
 def build_sample_index(token_dir: str, split: str, segment_length: int,
                        output_lengths: Callable[[int], tuple[int, int]], inputs_length: int, targets_length: int,
-                       concat_documents: int = 128, manifest: Manifest | None = None) -> SampleIndex:
+                       concat_documents: int = 128, drop_document_eos: int | None = None,
+                       manifest: Manifest | None = None) -> SampleIndex:
     """Segment and pack one split of a token folder (see the module docstring); deterministic in its arguments.
+    ``drop_document_eos``: the EOS id left out of each document's end (None: documents as tokenized).
     ``manifest``: the folder's manifest when the caller has read it already.
 
     ``output_lengths(n)`` is the (inputs, targets) length of a row built from an ``n``-token segment (e.g. span
@@ -185,14 +215,16 @@ def build_sample_index(token_dir: str, split: str, segment_length: int,
         raise TokenDataError(f"inputs_length must be >= 0 (0: decoder-only language modelling), got {inputs_length}")
     entries, paths = _split_shards(token_dir, split, manifest)
     table = _length_table(output_lengths, segment_length, inputs_length, targets_length)
-    shard_ids, starts, lengths = [], [], []
+    shard_ids, starts, spans, lengths = [], [], [], []
     for k, (entry, path) in enumerate(zip(entries, paths)):
-        start, length = _shard_segments(_document_lengths(path, entry), segment_length, concat_documents)
+        start, span, length = _shard_segments(*_document_lengths(path, entry, drop_document_eos), segment_length,
+                                              concat_documents)
         shard_ids.append(np.full(len(start), k, np.int32))
         starts.append(start)
+        spans.append(span)
         lengths.append(length)
     segment_shard, segment_start = np.concatenate(shard_ids), np.concatenate(starts)
-    segment_len = np.concatenate(lengths).astype(np.int32)
+    segment_span, segment_len = np.concatenate(spans).astype(np.int32), np.concatenate(lengths).astype(np.int32)
     if len(segment_len) == 0:
         raise TokenDataError(f"split {split!r} of {token_dir} has only empty documents: tokenize a non-empty corpus")
 
@@ -214,11 +246,13 @@ def build_sample_index(token_dir: str, split: str, segment_length: int,
                    "concat_documents": concat_documents, "inputs_length": inputs_length,
                    "targets_length": targets_length, "output_lengths": table.tolist(),
                    "shards": [[e.name, e.num_rows, e.sha256] for e in entries]}
+    if drop_document_eos is not None:  # absent when kept: the fingerprints of earlier indexes stay valid
+        description["drop_document_eos"] = drop_document_eos
     fingerprint = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
-    arrays = [segment_shard[order], segment_start[order], segment_len[order], sample_offsets]
+    arrays = [segment_shard[order], segment_start[order], segment_len[order], segment_span[order], sample_offsets]
     for array in arrays:
         array.setflags(write=False)
-    return SampleIndex(split, tuple(paths), *arrays, fingerprint)
+    return SampleIndex(split, tuple(paths), *arrays, fingerprint, drop_document_eos)
 
 
 class _ShardValues:
@@ -279,4 +313,5 @@ def read_segment(index: SampleIndex, segment: int) -> np.ndarray:
     if not 0 <= segment < index.num_segments:
         raise IndexError(f"segment {segment} out of range [0, {index.num_segments})")
     shard = _shard_values(index.shard_paths[int(index.segment_shard[segment])])
-    return shard.read(int(index.segment_start[segment]), int(index.segment_length[segment]))
+    ids = shard.read(int(index.segment_start[segment]), int(index.segment_span[segment]))
+    return ids if len(ids) == index.segment_length[segment] else ids[ids != index.dropped_id]

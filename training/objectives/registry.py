@@ -11,10 +11,13 @@
 | ``deshuffling`` | ``all_permute`` | all noise | the noise permuted | the segment |
 | ``lm`` | (GPT) | all noise | nothing | the segment |
 
-Every objective but ``lm`` appends one EOS to inputs and targets; the token shards already end every document with
-EOS, and ``lm`` adds none. Deliberate differences from T5: ``bert_style`` defaults to BERT's 80/10/10 (the paper
-and T5 use 90/10: ``mask_rate=0.9``) and draws its random ids from the regular ids ``[first_regular_id, vocab_size
-- max_sentinels)``, not the whole vocabulary; where T5 would run out of sentinels and use real ids,
+Every objective but ``lm`` appends one EOS to inputs and targets, and ``lm`` adds none. The token shards end every
+document with EOS: by default the pretraining data leaves those out for the objectives that append EOS (T5, which
+tokenizes without EOS) and keeps them for ``lm``, where they separate documents (``data.document_eos``).
+
+Deliberate differences from T5: ``bert_style`` defaults to BERT's 80/10/10 (the paper and T5 use 90/10:
+``mask_rate=0.9``) and draws its random ids from the regular ids ``[first_regular_id, vocab_size -
+max_sentinels)``, not the whole vocabulary; where T5 would run out of sentinels and use real ids,
 ``span_corruption`` raises and ``iid_replace_spans`` leaves the last noise runs in the inputs.
 """
 from __future__ import annotations

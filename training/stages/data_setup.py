@@ -13,7 +13,7 @@ from pathlib import Path
 
 from c4prep.manifest import Manifest, ManifestError, read_manifest
 from c4prep.tokenization.train_vocab import locate_vocabulary
-from c4prep.tokenization.vocabulary import SentencePieceVocabulary
+from c4prep.tokenization.vocabulary import EOS_ID, SentencePieceVocabulary
 
 from ..batch_losses import DecoderLoss, EncDecLoss
 from ..config_errors import TrainConfigError
@@ -127,7 +127,11 @@ def vocabulary_size(manifest: Manifest, tokens_dir: str) -> int:
 def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: int, decoder_only: bool,
                   z_loss: float = 0.0) -> TrainingData:
     """The objective's samples of the token shards ``data`` names, as rows for a decoder-only model when
-    ``decoder_only``, else for an encoder-decoder (scored with ``z_loss``); ``seed`` draws every mask."""
+    ``decoder_only``, else for an encoder-decoder (scored with ``z_loss``); ``seed`` draws every mask.
+
+    ``data.document_eos`` (default: ``drop`` for the objectives that append their own EOS, as T5; ``keep`` for
+    ``lm``, where EOS separates documents) says whether the EOS that ends each tokenized document stays in the
+    concatenated stream."""
     manifest = token_manifest(data.tokens)
     vocab_size = vocabulary_size(manifest, data.tokens)
     inputs_length, targets_length = objective_cfg.inputs_length, objective_cfg.targets_length
@@ -136,10 +140,13 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
         segment_length = objective.segment_length(inputs_length, targets_length)
     except ValueError as error:
         raise TrainConfigError(f"bad objective settings: {error}") from None
+    document_eos = data.document_eos or ("drop" if objective.composition.append_eos else "keep")
+    log.info("%s: each document's EOS is %s", data.tokens, "dropped" if document_eos == "drop" else "kept")
 
     def index(split: str) -> SampleIndex:
         return build_sample_index(data.tokens, split, segment_length, objective.output_lengths, inputs_length,
-                                  targets_length, concat_documents=data.concat_documents, manifest=manifest)
+                                  targets_length, concat_documents=data.concat_documents,
+                                  drop_document_eos=EOS_ID if document_eos == "drop" else None, manifest=manifest)
 
     split = data.validation_split
     has_validation = bool(split) and manifest.splits.get(split) is not None and manifest.splits[split].num_rows > 0
