@@ -1,11 +1,12 @@
-"""``manifest.json``: what an output folder of Arrow shards holds, and the commit that publishes it.
+"""``manifest.json``: what an output folder of shards holds, and the commit that publishes it.
 
 The manifest is the output's single pointer: it names the sub-folder ``data-<run>/`` holding the shards it lists,
-with their sizes and SHA-256. A run writes its shards into a hidden staging folder (:func:`new_staging_uri`);
-:func:`commit_output` moves them into a new data folder and then replaces ``manifest.json`` in one atomic write,
-the only step that changes what a reader sees. Whenever a publish is killed, the folder holds either the old
-manifest with its complete data folder or the new manifest with its complete data folder; :func:`repair_output`
-(run before every publish) removes what a killed run left behind.
+with their format, sizes and SHA-256, and every split (one without rows has no shard). A run writes its shards into
+a hidden staging folder (:func:`new_staging_uri`); :func:`commit_output` moves them into a new data folder and then
+replaces ``manifest.json`` in one atomic write, the only step that changes what a reader sees, and then rewrites the
+dataset card ``README.md`` from it (:mod:`c4prep.dataset_card`). Whenever a publish is killed, the folder holds
+either the old manifest with its complete data folder or the new manifest with its complete data folder;
+:func:`repair_output` (run before every publish) removes what a killed run left behind and brings the card in line.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from c4prep import __version__
+from c4prep.dataset_card import sync_card
+from c4prep.shard_formats import SUFFIXES, check_format, format_of
 from c4prep.shards import (
     ShardInfo,
     ShardIntegrityError,
@@ -32,10 +35,11 @@ from c4prep.shards import (
     parse_shard_name,
     read_verified_shard,
     resolve_uri,
+    shard_name,
 )
 
 FORMAT = "c4prep-arrow-shards"
-FORMAT_VERSION = 2  # 2: shards live in the manifest's `data_dir`; 1: next to the manifest
+FORMAT_VERSION = 3  # 3: `shard_format`, splits without shards; 2: shards in `data_dir`; 1: next to the manifest
 MANIFEST_NAME = "manifest.json"
 STAGING_PREFIX = ".staging-"
 DATA_PREFIX = "data-"
@@ -95,6 +99,7 @@ class Manifest:
     counters: Counters
     extra: dict[str, Any] = field(default_factory=dict)
     data_dir: str = ""  # the sub-folder holding the shards ("" in format 1: the manifest's own folder)
+    shard_format: str = "arrow"  # one of shard_formats.FORMATS (always "arrow" before format 3)
     created: str = field(default_factory=_utc_now)
     package_version: str = __version__
     format: str = FORMAT
@@ -116,6 +121,7 @@ class Manifest:
             "package_version": self.package_version,
             "created": self.created,
             "data_dir": self.data_dir,
+            "shard_format": self.shard_format,
             "schema": {"fields": _schema_fields(self.schema()), "ipc_base64": self.schema_ipc},
             "splits": {name: asdict(info) for name, info in self.splits.items()},
             "shards": [asdict(shard) for shard in self.shards],
@@ -148,6 +154,7 @@ class Manifest:
                 counters=doc["counters"],
                 extra=doc["extra"],
                 data_dir=doc["data_dir"] if version >= 2 else "",
+                shard_format=doc["shard_format"] if version >= 3 else "arrow",
                 created=doc["created"],
                 package_version=doc["package_version"],
                 format_version=version,
@@ -161,37 +168,48 @@ class Manifest:
             raise ManifestError("schema 'fields' do not match the serialised schema 'ipc_base64'")
         if manifest.data_dir and not (isinstance(manifest.data_dir, str) and _DATA_DIR_RE.fullmatch(manifest.data_dir)):
             raise ManifestError(f"data_dir {manifest.data_dir!r} is not a data folder name like 'data-<run>'")
+        suffix = SUFFIXES.get(manifest.shard_format)
+        if suffix is None or not all(shard.name.endswith(suffix) for shard in manifest.shards):
+            raise ManifestError(f"shard_format {manifest.shard_format!r} is not one of {', '.join(SUFFIXES)} or not "
+                                "the format of every shard")
         return manifest
 
 
 def build_manifest(schema: pa.Schema, shard_infos: Iterable[ShardInfo], config: Mapping[str, Any],
-                   counters: Mapping[str, Mapping[str, int]],
-                   extra: Mapping[str, Any] | None = None) -> Manifest:
-    """Describe written shards; each split must consist of exactly shards 0..count-1 of count."""
+                   counters: Mapping[str, Mapping[str, int]], extra: Mapping[str, Any] | None = None, *,
+                   splits: Iterable[str] = (), shard_format: str = "arrow") -> Manifest:
+    """Describe written shards of ``shard_format``; each split must consist of exactly shards 0..count-1 of count.
+    The ``splits`` named that have no shard are listed with 0 rows."""
+    check_format(shard_format)
     shards: list[ShardEntry] = []
     for info in shard_infos:
         parsed = parse_shard_name(info.name)
-        if parsed is None:
-            raise ValueError(f"{info.name!r} is not a shard name like 'train-00000-of-00008.arrow'")
+        if parsed is None or format_of(info.name) != shard_format:
+            raise ValueError(f"{info.name!r} is not a shard name of format {shard_format} like "
+                             f"{shard_name('train', 0, 8, shard_format)!r}")
         shards.append(ShardEntry(info.name, *parsed, info.num_rows, info.num_bytes, info.sha256))
     shards.sort(key=lambda s: (s.split, s.index))
-    splits: dict[str, SplitInfo] = {}
-    for split in dict.fromkeys(s.split for s in shards):
+    split_infos: dict[str, SplitInfo] = {}
+    for split in sorted({*splits, *(s.split for s in shards)}):
         entries = [s for s in shards if s.split == split]
+        if not entries:
+            split_infos[split] = SplitInfo(0, 0, 0)
+            continue
         counts = {s.count for s in entries}
         if len(counts) != 1 or [s.index for s in entries] != list(range(entries[0].count)):
             names = ", ".join(s.name for s in entries)
             raise ValueError(f"split {split!r} needs shards 0..count-1 of one count, got: {names}")
-        splits[split] = SplitInfo(sum(s.num_rows for s in entries),
-                                  sum(s.num_bytes for s in entries), len(entries))
+        split_infos[split] = SplitInfo(sum(s.num_rows for s in entries),
+                                       sum(s.num_bytes for s in entries), len(entries))
     return Manifest(
         schema_ipc=base64.b64encode(schema.serialize().to_pybytes()).decode("ascii"),
-        splits=splits,
+        splits=split_infos,
         shards=shards,
         config=dict(config),
         counters={ns: {name: int(value) for name, value in values.items()}
                   for ns, values in counters.items()},
         extra=dict(extra or {}),
+        shard_format=shard_format,
     )
 
 
@@ -246,8 +264,9 @@ def commit_output(output_uri: str, staging_uri: str, manifest: Manifest) -> Mani
 
     If a listed shard is missing from staging (or has another size), raises :class:`ManifestError` before touching
     the output. Otherwise: moves the staged shards into a new data folder ``data-<run>/``, replaces
-    ``manifest.json`` (pointing at it) in one atomic write, then deletes the staging folder and the data that no
-    manifest names any more. Until the manifest write the old output is untouched; after it the new one is complete.
+    ``manifest.json`` (pointing at it) in one atomic write, rewrites the dataset card from it, then deletes the
+    staging folder and the data that no manifest names any more. Until the manifest write the old output is
+    untouched; after it the new one is complete.
     """
     fs, out_path = resolve_uri(output_uri)
     stage_fs, stage_path = resolve_uri(staging_uri)
@@ -264,6 +283,7 @@ def commit_output(output_uri: str, staging_uri: str, manifest: Manifest) -> Mani
         fs.move(f"{stage_path}/{shard.name}", f"{out_path}/{data_dir}/{shard.name}")
     published = replace(manifest, data_dir=data_dir)
     write_manifest(output_uri, published)  # the commit point
+    sync_card(output_uri, published)
     _remove_leftovers(output_uri, data_dir)
     return published
 
@@ -272,17 +292,19 @@ def repair_output(output_uri: str) -> list[str]:
     """Delete what killed or superseded runs left in an output folder; returns the removed URIs.
 
     That is: staging folders, temporary files, data folders the manifest does not name, and (once the manifest names
-    a data folder) shard files of the format-1 layout next to it. A manifest that cannot be read keeps every data
-    folder: nothing that may be data is deleted on a guess. Call it before a run stages its own shards.
+    a data folder) shard files of the format-1 layout next to it; first the dataset card is rewritten when it is not
+    the manifest's. A manifest that cannot be read keeps every data folder: nothing that may be data is deleted on a
+    guess. Call it before a run stages its own shards.
     """
     fs, out_path = resolve_uri(output_uri)
     if fs.get_file_info(f"{out_path}/{MANIFEST_NAME}").type != pafs.FileType.File:
         return _remove_leftovers(output_uri, None)
     try:
-        current = read_manifest(output_uri).data_dir
+        manifest = read_manifest(output_uri)
     except ManifestError:
-        current = _UNREADABLE
-    return _remove_leftovers(output_uri, current)
+        return _remove_leftovers(output_uri, _UNREADABLE)
+    sync_card(output_uri, manifest)
+    return _remove_leftovers(output_uri, manifest.data_dir)
 
 
 def _remove_leftovers(output_uri: str, current: str | object | None) -> list[str]:
@@ -313,7 +335,7 @@ def read_listed_shard(folder_uri: str, manifest: Manifest, shard: ShardEntry) ->
     :class:`ManifestError` when it is missing, unreadable or not the file the manifest describes."""
     uri = manifest.shard_uri(folder_uri, shard)
     try:
-        table = read_verified_shard(uri, shard.num_bytes, shard.sha256)
+        table = read_verified_shard(uri, shard.num_bytes, shard.sha256, manifest.schema())
     except ShardIntegrityError as error:
         raise ManifestError(f"{error}: the shard is damaged or was changed after its manifest was written; re-run "
                             "the stage that produced it") from None

@@ -1,8 +1,9 @@
-"""Sharded Arrow IPC files: naming, shard-count rule, atomic deterministic writes, reads.
+"""Shard files: naming, shard-count rule, atomic deterministic writes, reads checked against size and SHA-256.
 
 Paths are local paths or filesystem URIs (``gs://``, ``s3://``, ``file://``), resolved with
-``pyarrow.fs``. Shards use the Arrow IPC *file* format without compression, so local shards
-can be memory-mapped and read with plain ``pyarrow.ipc.open_file``.
+``pyarrow.fs``. A shard's format (Arrow IPC file, Parquet or JSON Lines, :mod:`c4prep.shard_formats`) is the
+suffix of its name; Arrow shards are uncompressed, so local ones can be memory-mapped and read with plain
+``pyarrow.ipc.open_file``.
 """
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-SHARD_SUFFIX = ".arrow"
+from c4prep.shard_formats import SUFFIXES, check_format, format_of, read_table, write_batches
+
 MAX_SHARDS = 99_999  # five digits in shard names
 _SPLIT = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
 _SPLIT_RE = re.compile(_SPLIT)
-_SHARD_RE = re.compile(rf"(?P<split>{_SPLIT})-(?P<index>\d{{5}})-of-(?P<count>\d{{5}})\.arrow")
+_SUFFIX = "|".join(re.escape(suffix) for suffix in SUFFIXES.values())
+_SHARD_RE = re.compile(rf"(?P<split>{_SPLIT})-(?P<index>\d{{5}})-of-(?P<count>\d{{5}})(?:{_SUFFIX})")
 _TEMP_RE = re.compile(r"\..+\.tmp-[0-9a-f]{32}")
 
 _MIN_SHARD_BYTES = 64 << 20
@@ -53,8 +56,8 @@ def join_uri(base: str, *names: str) -> str:
     return "/".join([base.rstrip("/"), *names])
 
 
-def shard_name(split: str, index: int, count: int) -> str:
-    """File name of shard ``index`` of ``count`` of a split, e.g. ``train-00000-of-00008.arrow``."""
+def shard_name(split: str, index: int, count: int, shard_format: str = "arrow") -> str:
+    """File name of shard ``index`` of ``count`` of a split in a format, e.g. ``train-00000-of-00008.arrow``."""
     if not _SPLIT_RE.fullmatch(split):
         raise ValueError(f"invalid split name {split!r}: use letters, digits, '_', '.', '-' "
                          "and do not start with '.' or '-'")
@@ -62,7 +65,7 @@ def shard_name(split: str, index: int, count: int) -> str:
         raise ValueError(f"shard count must be in [1, {MAX_SHARDS}], got {count}")
     if not 0 <= index < count:
         raise ValueError(f"shard index must be in [0, {count}), got {index}")
-    return f"{split}-{index:05d}-of-{count:05d}{SHARD_SUFFIX}"
+    return f"{split}-{index:05d}-of-{count:05d}{SUFFIXES[check_format(shard_format)]}"
 
 
 def parse_shard_name(name: str) -> tuple[str, int, int] | None:
@@ -154,31 +157,17 @@ class _HashingSink:
 
 
 def write_shard(uri: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> ShardInfo:
-    """Atomically write ``batches`` as an uncompressed Arrow IPC file at ``uri``.
+    """Atomically write ``batches`` as a shard at ``uri``, in the format its name's suffix names.
 
     Batches must have exactly ``schema``; no batches gives a valid zero-row shard. The same
     schema and batches always produce byte-identical files.
     """
-    num_rows = 0
+    name = uri.rstrip("/").rsplit("/", 1)[-1]
+    shard_format = format_of(name)
     with atomic_output(uri) as stream:
         sink = _HashingSink(stream)
-        options = pa.ipc.IpcWriteOptions(compression=None)
-        with pa.ipc.new_file(sink, schema, options=options) as writer:
-            for batch in batches:
-                writer.write_batch(batch)
-                num_rows += batch.num_rows
-    return ShardInfo(uri.rstrip("/").rsplit("/", 1)[-1], num_rows, sink.num_bytes,
-                     sink.sha256.hexdigest())
-
-
-def read_shard(uri: str) -> pa.Table:
-    """Read a whole shard: memory-mapped when local, through the filesystem otherwise."""
-    fs, path = resolve_uri(uri)
-    if isinstance(fs, pafs.LocalFileSystem):
-        with pa.memory_map(path) as source:
-            return pa.ipc.open_file(source).read_all()
-    with fs.open_input_file(path) as source:
-        return pa.ipc.open_file(source).read_all()
+        num_rows = write_batches(sink, schema, batches, shard_format)
+    return ShardInfo(name, num_rows, sink.num_bytes, sink.sha256.hexdigest())
 
 
 class ShardIntegrityError(ValueError):
@@ -195,6 +184,11 @@ def shard_bytes(uri: str) -> pa.Buffer:
         return source.read_buffer()
 
 
+def read_shard(uri: str, schema: pa.Schema | None = None) -> pa.Table:
+    """Read a whole shard unchecked: memory-mapped when local; a JSON Lines shard needs its ``schema``."""
+    return read_table(shard_bytes(uri), format_of(uri), schema)
+
+
 def check_bytes(uri: str, data: pa.Buffer, num_bytes: int, sha256: str) -> None:
     """A :class:`ShardIntegrityError` unless ``data`` has the recorded size and SHA-256."""
     if data.size != num_bytes:
@@ -204,16 +198,19 @@ def check_bytes(uri: str, data: pa.Buffer, num_bytes: int, sha256: str) -> None:
 
 
 def open_verified_shard(uri: str, num_bytes: int, sha256: str) -> pa.ipc.RecordBatchFileReader:
-    """Open a shard after checking its bytes against the recorded size and SHA-256, in the one read that parsing
-    needs anyway (the hash runs over the same memory map or buffer the batches are read from)."""
+    """Open an Arrow shard after checking its bytes against the recorded size and SHA-256, in the one read that
+    parsing needs anyway (the hash runs over the same memory map or buffer the batches are read from)."""
     data = shard_bytes(uri)
     check_bytes(uri, data, num_bytes, sha256)
     return pa.ipc.open_file(data)
 
 
-def read_verified_shard(uri: str, num_bytes: int, sha256: str) -> pa.Table:
-    """Read a whole shard whose bytes are checked as :func:`open_verified_shard` checks them."""
-    return open_verified_shard(uri, num_bytes, sha256).read_all()
+def read_verified_shard(uri: str, num_bytes: int, sha256: str, schema: pa.Schema | None = None) -> pa.Table:
+    """Read a whole shard of any format whose bytes are checked as :func:`open_verified_shard` checks them (a JSON
+    Lines shard needs its ``schema``)."""
+    data = shard_bytes(uri)
+    check_bytes(uri, data, num_bytes, sha256)
+    return read_table(data, format_of(uri), schema)
 
 
 def batched(rows: Iterable[dict[str, Any]], schema: pa.Schema,

@@ -203,17 +203,18 @@ def _row_bytes(row: dict) -> int:
 
 
 class WriteDocumentShards(beam.PTransform):
-    """Pages -> `<split>-NNNNN-of-MMMMM.arrow` shards plus a `<shard>.info.json` each, in `staging_dir`.
+    """Pages -> `<split>-NNNNN-of-MMMMM.<format suffix>` shards plus a `<shard>.info.json` each, in `staging_dir`.
 
     `num_shards` is a fixed count per split, or None for the TFDS rule on each split's size. Rows are assigned
     to shards by URL hash and sorted inside a shard, so the bytes never depend on the runner or worker count.
     Empty shards are not produced here; the driver fills them in (`complete_empty_shards`).
     """
 
-    def __init__(self, staging_dir: str, num_shards: int | None) -> None:
+    def __init__(self, staging_dir: str, num_shards: int | None, shard_format: str) -> None:
         super().__init__()
         self.staging_dir = staging_dir
         self.num_shards = num_shards
+        self.shard_format = shard_format
 
     def expand(self, pages):
         rows = pages | "ToRow" >> beam.Map(
@@ -228,7 +229,8 @@ class WriteDocumentShards(beam.PTransform):
         else:
             shard_counts = rows.pipeline | "ShardCount" >> beam.Create([(s, self.num_shards) for s in SPLITS])
         keyed = rows | "AssignShard" >> beam.Map(_assign_shard, counts=beam.pvalue.AsDict(shard_counts))
-        return keyed | "GroupShards" >> beam.GroupByKey() | "WriteShard" >> beam.ParDo(_WriteShard(self.staging_dir))
+        return (keyed | "GroupShards" >> beam.GroupByKey()
+                | "WriteShard" >> beam.ParDo(_WriteShard(self.staging_dir, self.shard_format)))
 
 
 def _assign_shard(split_row: tuple[str, dict], counts: dict[str, int]) -> tuple[tuple[str, int, int], dict]:
@@ -246,8 +248,9 @@ def _sum_pairs(pairs: Iterable[tuple[int, int]]) -> tuple[int, int]:
 
 
 class _WriteShard(beam.DoFn):
-    def __init__(self, staging_dir: str) -> None:
+    def __init__(self, staging_dir: str, shard_format: str) -> None:
         self.staging_dir = staging_dir
+        self.shard_format = shard_format
 
     def setup(self) -> None:
         self.counters = CounterCache(WRITE_NAMESPACE)
@@ -255,7 +258,7 @@ class _WriteShard(beam.DoFn):
     def process(self, shard_rows) -> Iterator[dict]:
         (split, index, count), rows = shard_rows
         rows = sorted(rows, key=row_order_key)
-        uri = join_uri(self.staging_dir, shard_name(split, index, count))
+        uri = join_uri(self.staging_dir, shard_name(split, index, count, self.shard_format))
         info = write_shard(uri, DOCUMENT_SCHEMA, batched(rows, DOCUMENT_SCHEMA))
         write_info_file(self.staging_dir, info)
         self.counters.inc(f"examples:{split}", len(rows))

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from c4prep.shard_formats import FORMATS
 from c4prep.user_errors import (
     UserError,
     quiet_engine_logs,
@@ -40,6 +41,8 @@ def _parse_num_shards(value: str) -> int | None:
               help="Beam runner: DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...")
 @click.option("--num-shards", default="auto", show_default=True,
               help="Shards per split, or 'auto' for the TFDS rule (64 MiB to 1 GiB per shard).")
+@click.option("--format", "shard_format", type=click.Choice(FORMATS), default="arrow", show_default=True,
+              help="Shard files: Arrow IPC (memory-mappable), Parquet (zstd) or gzipped JSON Lines.")
 @click.option("--variant", default="en", show_default=True,
               help="Corpus variant: en, en.noclean, en.noblocklist, realnewslike, webtextlike, or a YAML file path.")
 @click.option("--dedup", type=click.Choice(["sentences", "lines", "none"]),
@@ -51,9 +54,10 @@ def _parse_num_shards(value: str) -> int | None:
 @click.option("--allow-empty", is_flag=True,
               help="Publish an empty corpus (by default a run that keeps no page refuses and leaves the output).")
 @click.pass_context
-def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, num_shards, variant, dedup,
-        near_dedup, webtext_urls, allow_empty) -> None:
-    """Build a C4 corpus (default: `en`): WET in, cleaned sharded Arrow out.
+def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, num_shards, shard_format, variant,
+        dedup, near_dedup, webtext_urls, allow_empty) -> None:
+    """Build a C4 corpus (default: `en`): WET in, cleaned shards (Arrow, Parquet or JSON Lines) and a dataset card
+    out.
 
     Any other option (e.g. --project, --region, --temp_location, --direct_num_workers) is passed to Beam.
     With --dry_run=True the job is built and validated for the runner but not run; --dataflow_job_file=FILE then
@@ -80,7 +84,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
         corpus_variant = load_variant(variant, overrides)
     config = RunConfig(output=output, inputs=list(inputs), path_list=input_list, path_prefix=input_prefix,
                        num_shards=_parse_num_shards(num_shards), runner=runner, variant=corpus_variant,
-                       allow_empty=allow_empty)
+                       allow_empty=allow_empty, format=shard_format)
     beam_options = PipelineOptions(ctx.args)
     if is_dry_run(beam_options):
         with reported_as_user_errors(RunnerSetupError):
@@ -96,7 +100,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     click.echo(f"\nWrote {len(manifest.shards)} shards to {output}:")
     for split, stats in manifest.splits.items():
         click.echo(f"  {split}: {stats.num_rows:,} documents, {stats.num_bytes:,} bytes, {stats.num_shards} shards")
-    click.echo(f"Manifest: {output.rstrip('/')}/manifest.json")
+    click.echo(f"Manifest: {output.rstrip('/')}/manifest.json, dataset card: {output.rstrip('/')}/README.md")
     click.echo(f"Done in {elapsed:.1f} s ({result.funnel.pages_in / max(elapsed, 1e-9):,.0f} raw pages/s).")
     problems = format_input_problems(result.funnel)
     if problems:

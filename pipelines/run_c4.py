@@ -13,6 +13,7 @@ from c4prep.beam_runs import dry_run, is_dask_runner, new_pipeline, pipeline_opt
 from c4prep.manifest import Manifest, build_manifest, check_output_folder, new_staging_uri
 from c4prep.runner_results import RunnerSetupError
 from c4prep.schemas import DOCUMENT_SCHEMA
+from c4prep.shard_formats import check_format
 from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, write_shard
 from c4prep.staged_output import staged_output
 
@@ -48,6 +49,10 @@ class RunConfig:
     runner: str = "DirectRunner"
     variant: CorpusVariant = field(default_factory=lambda: load_variant("en"))
     allow_empty: bool = False  # publish even when no page is kept (otherwise refused: the output stays as it was)
+    format: str = "arrow"  # shard file format: one of c4prep.shard_formats.FORMATS
+
+    def __post_init__(self) -> None:
+        check_format(self.format)
 
 
 @dataclass
@@ -129,23 +134,20 @@ def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: s
         pages = pages | "CheckBadwords" >> apply_rule(c4_rules.check_badwords)
     if variant.near_dedup:  # last, so that every near-duplicate cluster keeps a page that is really published
         pages = pages | "NearDedup" >> NearDedup(variant.near_dedup_params)
-    return pages | "WriteShards" >> WriteDocumentShards(staging_dir, config.num_shards)
+    return pages | "WriteShards" >> WriteDocumentShards(staging_dir, config.num_shards, config.format)
 
 
-def complete_empty_shards(staging_dir: str, infos: list[ShardInfo], num_shards: int | None) -> list[ShardInfo]:
-    """Write the empty shards no document hashed to, so every split has its full `-of-N` set."""
-    counts = {split: num_shards or 1 for split in SPLITS}
-    written = set()
+def complete_empty_shards(staging_dir: str, infos: list[ShardInfo], shard_format: str) -> list[ShardInfo]:
+    """Write the empty shards no document hashed to, so every split with documents has its full `-of-N` set; a split
+    without documents gets no shard (the manifest lists it with 0 rows)."""
+    counts = {}
     for info in infos:
-        split, index, count = parse_shard_name(info.name)
+        split, _, count = parse_shard_name(info.name)
         counts[split] = count
-        written.add(info.name)
-    infos = list(infos)
-    for split, count in counts.items():
-        for index in range(count):
-            name = shard_name(split, index, count)
-            if name not in written:
-                infos.append(write_shard(join_uri(staging_dir, name), DOCUMENT_SCHEMA, []))
+    written = {info.name for info in infos}
+    missing = [name for split, count in counts.items() for index in range(count)
+               if (name := shard_name(split, index, count, shard_format)) not in written]
+    infos = [*infos, *(write_shard(join_uri(staging_dir, name), DOCUMENT_SCHEMA, []) for name in missing)]
     return sorted(infos, key=lambda info: info.name)
 
 
@@ -177,12 +179,14 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
         counters = run_to_completion(pipeline, options)
         funnel = build_funnel(counters)
         check_publishable(funnel, config)
-        infos = complete_empty_shards(staging.uri, staging.shard_infos(), config.num_shards)
+        infos = complete_empty_shards(staging.uri, staging.shard_infos(), config.format)
         manifest = build_manifest(
             DOCUMENT_SCHEMA,
             infos,
             config={**asdict(config), "rules": "TFDS c4 3.1.0"},
             counters=counters,
             extra={"funnel": funnel.to_dict()},
+            splits=SPLITS,
+            shard_format=config.format,
         )
         return RunResult(staging.commit(manifest), funnel)

@@ -149,7 +149,7 @@ def _assert_same_output(output: Path, reference: Path) -> None:
     assert len(urls) == len(set(urls)) == sum(split.num_rows for split in reference_manifest.splits.values()) > 50
     assert manifest.counters == reference_manifest.counters
     assert manifest.counters["read-input"] == {"files": NUM_PARTS, "records": 335}
-    assert sorted(path.name for path in output.iterdir()) == [manifest.data_dir, "manifest.json"]
+    assert sorted(path.name for path in output.iterdir()) == ["README.md", manifest.data_dir, "manifest.json"]
 
 
 def test_dask_cluster_gives_the_direct_runner_shards_and_counters(dask_cluster, path_list, direct_output, tmp_path):

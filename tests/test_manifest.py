@@ -10,6 +10,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import c4prep
+from c4prep.dataset_card import CARD_NAME, dataset_card
 from c4prep.manifest import (FORMAT, MANIFEST_NAME, Manifest, ManifestError, OutputFolderError, ShardEntry,
                              SplitInfo, build_manifest, check_output_folder, commit_output, manifest_fingerprint,
                              new_staging_uri, read_listed_shard, read_manifest, repair_output,
@@ -62,7 +63,8 @@ def test_build_manifest_fills_splits_and_sorts_shards():
         ("train", 0, 2), ("train", 1, 2), ("validation", 0, 1)]
     assert m.shards[0] == ShardEntry("train-00000-of-00002.arrow", "train", 0, 2, 10, 100,
                                      f"{2:064x}")
-    assert m.format == FORMAT and m.format_version == 2 and m.package_version == c4prep.__version__
+    assert m.format == FORMAT and m.format_version == 3 and m.package_version == c4prep.__version__
+    assert m.shard_format == "arrow"
     assert m.config == CONFIG and m.counters == COUNTERS and m.extra["funnel"][1] == ["kept", 7]
     assert m.created.endswith("+00:00")
 
@@ -83,8 +85,8 @@ def test_json_round_trip_and_layout():
     text = m.to_json()
     assert Manifest.from_json(text) == m
     doc = json.loads(text)
-    assert list(doc) == ["format", "format_version", "package_version", "created", "data_dir", "schema",
-                         "splits", "shards", "config", "counters", "extra"]
+    assert list(doc) == ["format", "format_version", "package_version", "created", "data_dir", "shard_format",
+                         "schema", "splits", "shards", "config", "counters", "extra"]
     assert doc["schema"]["fields"] == [
         {"name": "text", "type": "string", "nullable": False},
         {"name": "timestamp", "type": "timestamp[s, tz=UTC]", "nullable": True},
@@ -103,13 +105,29 @@ def test_schema_reconstructed_exactly():
     assert m.splits == {} and m.shards == []
 
 
+def test_a_split_without_rows_is_listed_without_shards():
+    m = _manifest(_infos("train-00000-of-00001.arrow"), splits=["validation", "train"])
+    assert m.splits == {"train": SplitInfo(10, 100, 1), "validation": SplitInfo(0, 0, 0)}
+    assert [s.split for s in m.shards] == ["train"] and Manifest.from_json(m.to_json()) == m
+
+
+def test_a_manifest_of_format_2_lists_arrow_shards():
+    doc = _doc()
+    doc.update(format_version=2)
+    del doc["shard_format"]
+    m = Manifest.from_json(json.dumps(doc))
+    assert m.format_version == 2 and m.shard_format == "arrow"
+
+
 def _doc() -> dict:
     return json.loads(_manifest(_infos("train-00000-of-00001.arrow")).to_json())
 
 
 @pytest.mark.parametrize("mutate,match", [
     (lambda d: d.update(format="something-else"), "not a c4prep-arrow-shards manifest"),
-    (lambda d: d.update(format_version=3), "format_version 3.*upgrade c4prep"),
+    (lambda d: d.update(format_version=4), "format_version 4.*upgrade c4prep"),
+    (lambda d: d.update(shard_format="csv"), "shard_format 'csv' is not one of arrow, parquet, jsonl.gz"),
+    (lambda d: d.update(shard_format="parquet"), "not the format of every shard"),
     (lambda d: d.update(data_dir="../../elsewhere"), "not a data folder name"),
     (lambda d: d.update(data_dir="data-x/../.."), "not a data folder name"),
     (lambda d: d.pop("shards"), "missing field 'shards'"),
@@ -183,7 +201,8 @@ def test_commit_output_publishes_shards(tmp_path):
     published = commit_output(str(out), staging, m)
     data_dir = published.data_dir
     assert data_dir == "data-" + Path(staging).name.removeprefix(".staging-")
-    assert _files(out) == [data_dir, MANIFEST_NAME]
+    assert _files(out) == [CARD_NAME, data_dir, MANIFEST_NAME]
+    assert (out / CARD_NAME).read_text(encoding="utf-8") == dataset_card(published)
     assert _files(out / data_dir) == ["train-00000-of-00002.arrow", "train-00001-of-00002.arrow",
                                       "validation-00000-of-00001.arrow"]
     assert read_manifest(str(out)) == published and published.shards == m.shards
@@ -199,7 +218,7 @@ def test_recommit_replaces_old_shards_with_other_counts(tmp_path):
     (out / "notes.txt").write_text("kept")
     staging, infos = _stage(out, {"train": 2}, rows=5)
     m = commit_output(str(out), staging, _manifest(infos))
-    assert _files(out) == [m.data_dir, MANIFEST_NAME, "notes.txt"]
+    assert _files(out) == [CARD_NAME, m.data_dir, MANIFEST_NAME, "notes.txt"]
     assert _files(out / m.data_dir) == ["train-00000-of-00002.arrow", "train-00001-of-00002.arrow"]
     assert read_manifest(str(out)).splits["train"] == SplitInfo(10, m.splits["train"].num_bytes, 2)
     assert read_shard(m.shard_uri(str(out), m.shards[0])).num_rows == 5
@@ -211,7 +230,7 @@ def test_recommit_same_names_overwrites(tmp_path):
     commit_output(str(out), staging, _manifest(infos))
     staging, infos = _stage(out, {"train": 1}, rows=6)
     m = commit_output(str(out), staging, _manifest(infos))
-    assert _files(out) == [m.data_dir, MANIFEST_NAME]
+    assert _files(out) == [CARD_NAME, m.data_dir, MANIFEST_NAME]
     assert _files(out / m.data_dir) == ["train-00000-of-00001.arrow"]
     assert read_shard(m.shard_uri(str(out), m.shards[0])).num_rows == 6
 
@@ -227,8 +246,28 @@ def test_commit_over_a_format_1_output_replaces_its_shards(tmp_path):
     assert _published(out) == {"train-00000-of-00001.arrow": _rows("train", 0, 3)}
     staging, infos = _stage(out, {"train": 1}, rows=5)
     m = commit_output(str(out), staging, _manifest(infos))
-    assert _files(out) == [m.data_dir, MANIFEST_NAME]
+    assert _files(out) == [CARD_NAME, m.data_dir, MANIFEST_NAME]
     assert _published(out) == {"train-00000-of-00001.arrow": _rows("train", 0, 5)}
+
+
+@pytest.mark.parametrize("shard_format", ["parquet", "jsonl.gz"])
+def test_shards_of_other_formats_are_published_read_and_checked(tmp_path, shard_format):
+    out = tmp_path / "out"
+    staging = new_staging_uri(str(out))
+    infos = [write_shard(f"{staging}/{shard_name('train', i, 2, shard_format)}", SCHEMA,
+                         batched(_rows("train", i, 4), SCHEMA)) for i in range(2)]
+    m = commit_output(str(out), staging, _manifest(infos, shard_format=shard_format))
+    assert read_manifest(str(out)).shard_format == shard_format
+    assert _published(out) == {info.name: _rows("train", i, 4) for i, info in enumerate(infos)}
+    assert read_listed_shard(str(out), m, m.shards[0]).schema.equals(SCHEMA, check_metadata=True)
+    path = Path(m.shard_uri(str(out), m.shards[1]))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(ManifestError, match="does not match its recorded SHA-256"):
+        read_listed_shard(str(out), m, m.shards[1])
+    with pytest.raises(ValueError, match="not a shard name of format arrow"):
+        _manifest(infos)
 
 
 def test_commit_with_missing_staged_shard_leaves_output_untouched(tmp_path):
@@ -265,7 +304,7 @@ def test_repair_output(tmp_path):
     temp = out / f".{MANIFEST_NAME}.tmp-{'a' * 32}"  # an interrupted manifest write
     temp.write_text("partial")
     assert sorted(repair_output(str(out))) == sorted([crashed, str(orphan), str(temp)])
-    assert _files(out) == [m.data_dir, MANIFEST_NAME]
+    assert _files(out) == [CARD_NAME, m.data_dir, MANIFEST_NAME]
     assert read_manifest(str(out)).splits["train"].num_shards == 1
     assert repair_output(str(out)) == []
 
@@ -276,7 +315,7 @@ def test_repair_keeps_data_folders_when_the_manifest_is_unreadable(tmp_path):
     m = commit_output(str(out), staging, _manifest(infos))
     (out / MANIFEST_NAME).write_text("{damaged")
     assert repair_output(str(out)) == []
-    assert _files(out) == [m.data_dir, MANIFEST_NAME]
+    assert _files(out) == [CARD_NAME, m.data_dir, MANIFEST_NAME]
 
 
 # A publish in a child process whose filesystem kills the process (os._exit: no cleanup, like SIGKILL) before its
@@ -337,14 +376,16 @@ def test_publish_killed_at_every_step_leaves_the_old_or_the_new_output(tmp_path)
         repair_output(str(out))
         assert _published(out) == seen
         current = read_manifest(str(out))
-        assert _files(out) == sorted([current.data_dir, MANIFEST_NAME])
+        assert _files(out) == sorted([CARD_NAME, current.data_dir, MANIFEST_NAME])
+        assert (out / CARD_NAME).read_text(encoding="utf-8") == dataset_card(current)  # names the files it reads
         assert (current.data_dir == old.data_dir) == (seen == old_view)
         outcomes.append("new" if seen == new_view else "old")
         if printed.startswith("COMMITTED"):
             break
         kill_at += 1
-    # create the data folder, move 2 shards, write the manifest (temp file, rename), delete old data and staging
-    assert kill_at >= 6
+    # create the data folder, move 2 shards, write the manifest and the card (temp file, rename), delete old data
+    # and staging
+    assert kill_at >= 8
     assert outcomes == sorted(outcomes, reverse=True) and outcomes[0] == "old" and outcomes[-1] == "new", outcomes
 
 

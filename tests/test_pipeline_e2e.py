@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from c4prep.beam_runs import INTEGRITY_NAMESPACE, run_to_completion
 from c4prep.cli import main
-from c4prep.manifest import read_manifest
+from c4prep.manifest import SplitInfo, read_manifest
 from c4prep.pipelines import c4_rules
 from c4prep.pipelines.funnel import build_funnel, format_funnel, integrity_errors
 from c4prep.pipelines.run_c4 import DataLossError, RunConfig, bundled_sample, run_c4
@@ -44,8 +44,9 @@ def test_shards_manifest_and_schema(sample_run):
     output, result = sample_run
     manifest = read_manifest(str(output))
     names = sorted(path.name for path in output.iterdir())
-    expected_shards = [f"{split}-0000{i}-of-00004.arrow" for split in ("train", "validation") for i in range(4)]
-    assert names == [manifest.data_dir, "manifest.json"]  # no staging or temp files left
+    expected_shards = [f"train-0000{i}-of-00004.arrow" for i in range(4)]  # the sample has no validation page
+    assert names == ["README.md", manifest.data_dir, "manifest.json"]  # no staging or temp files left
+    assert manifest.splits["validation"] == SplitInfo(0, 0, 0)  # listed, with no (0-row) shard
     assert sorted(path.name for path in (output / manifest.data_dir).iterdir()) == expected_shards
     assert [shard.name for shard in manifest.shards] == expected_shards
     assert manifest.schema() == DOCUMENT_SCHEMA
@@ -131,7 +132,7 @@ def test_a_run_whose_runner_loses_data_writes_nothing(tmp_path, webdata, monkeyp
         run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2))
     assert file_digests(output) == before
     data_dir = read_manifest(str(output)).data_dir
-    assert sorted(path.name for path in output.iterdir()) == [data_dir, "manifest.json"]  # no staging left
+    assert sorted(path.name for path in output.iterdir()) == ["README.md", data_dir, "manifest.json"]  # no staging
 
 
 def _all_texts(output: Path) -> list[str]:
@@ -176,9 +177,8 @@ def test_rerun_replaces_previous_output(tmp_path, webdata):
     (output / ".staging-crashed-run").mkdir()  # what a crashed run leaves behind
     run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=None))
     data_dir = read_manifest(str(output)).data_dir
-    assert sorted(path.name for path in output.iterdir()) == [data_dir, "manifest.json"]
-    assert sorted(path.name for path in (output / data_dir).iterdir()) == [
-        "train-00000-of-00001.arrow", "validation-00000-of-00001.arrow"]
+    assert sorted(path.name for path in output.iterdir()) == ["README.md", data_dir, "manifest.json"]
+    assert sorted(path.name for path in (output / data_dir).iterdir()) == ["train-00000-of-00001.arrow"]
 
 
 def test_bad_input_is_counted_and_skipped(sample_run, tmp_path, webdata):

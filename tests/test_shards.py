@@ -1,6 +1,8 @@
-"""Shard names, the shard-count rule, and Arrow shard writes/reads."""
+"""Shard names, the shard-count rule, and shard writes/reads in every format."""
 import glob
+import gzip
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -8,10 +10,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
-from c4prep.shards import (ShardInfo, batched, is_temp_name, join_uri, num_shards_for,
-                           parse_shard_name, read_shard, resolve_uri, shard_name, write_shard)
+from c4prep.shard_formats import FORMATS
+from c4prep.shards import (ShardInfo, ShardIntegrityError, batched, is_temp_name, join_uri, num_shards_for,
+                           parse_shard_name, read_shard, read_verified_shard, resolve_uri, shard_name, write_shard)
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -42,6 +46,10 @@ def test_shard_name_format():
     assert shard_name("train", 0, 8) == "train-00000-of-00008.arrow"
     assert shard_name("validation", 1023, 1024) == "validation-01023-of-01024.arrow"
     assert shard_name("en.noblocklist", 0, 1) == "en.noblocklist-00000-of-00001.arrow"
+    assert shard_name("train", 0, 8, "parquet") == "train-00000-of-00008.parquet"
+    assert shard_name("train", 0, 8, "jsonl.gz") == "train-00000-of-00008.jsonl.gz"
+    with pytest.raises(ValueError, match="unknown shard format 'csv': use one of arrow, parquet, jsonl.gz"):
+        shard_name("train", 0, 8, "csv")
 
 
 @pytest.mark.parametrize("split,index,count", [
@@ -53,15 +61,17 @@ def test_shard_name_rejects_bad_arguments(split, index, count):
         shard_name(split, index, count)
 
 
-def test_parse_shard_name_round_trip():
+@pytest.mark.parametrize("shard_format", FORMATS)
+def test_parse_shard_name_round_trip(shard_format):
     for split, index, count in [("train", 0, 1), ("validation", 7, 8), ("my-split", 99998, 99999)]:
-        assert parse_shard_name(shard_name(split, index, count)) == (split, index, count)
+        assert parse_shard_name(shard_name(split, index, count, shard_format)) == (split, index, count)
 
 
 @pytest.mark.parametrize("name", [
     "manifest.json", "train-0-of-8.arrow", "train-00000-of-00008.arrow.tmp-abc",
     ".train-00000-of-00008.arrow.tmp-" + "0" * 32, "train-00008-of-00008.arrow",
-    "train-00000-of-00008.parquet", "dir/train-00000-of-00008.arrow", "-00000-of-00001.arrow",
+    "train-00000-of-00008.csv", "train-00000-of-00008.jsonl", "dir/train-00000-of-00008.arrow",
+    "-00000-of-00001.arrow",
 ])
 def test_parse_shard_name_rejects_other_names(name):
     assert parse_shard_name(name) is None
@@ -182,6 +192,71 @@ def test_empty_shard(tmp_path):
     assert table.schema == SCHEMA and table.num_rows == 0
     assert ds.dataset(str(path), format="arrow").to_table().num_rows == 0
     assert write_shard(str(tmp_path / "again.arrow"), SCHEMA, iter(())).sha256 == info.sha256
+
+
+# --- Parquet and JSON Lines: the same rows, types and guarantees ------------------------------
+
+TOKENS = pa.schema([pa.field("ids", pa.list_(pa.uint16()), nullable=False),
+                    pa.field("length", pa.int32(), nullable=False), pa.field("url", pa.string())],
+                   metadata={"vocab_size": "32100"})
+_WRITE_IN_A_PROCESS = """
+import sys, pyarrow as pa
+from c4prep.shards import batched, write_shard
+s = pa.schema([pa.field("ids", pa.list_(pa.uint16()), nullable=False), pa.field("length", pa.int32(), nullable=False),
+               pa.field("url", pa.string())], metadata={"vocab_size": "32100"})
+rows = [{"ids": list(range(i % 50)), "length": i % 50, "url": None if i % 7 else f"https://ü.de/{i}"}
+        for i in range(3000)]
+print(write_shard(sys.argv[1], s, batched(rows, s, 700)).sha256)
+"""
+
+
+@pytest.mark.parametrize("shard_format", FORMATS)
+def test_every_format_reads_back_the_exact_rows_and_types_and_is_deterministic(tmp_path, shard_format):
+    paths = [str(tmp_path / str(i) / shard_name("train", 0, 1, shard_format)) for i in range(2)]
+    shas = {subprocess.run([sys.executable, "-c", _WRITE_IN_A_PROCESS, path], check=True, capture_output=True,
+                           text=True).stdout for path in paths}
+    assert len(shas) == 1 and Path(paths[0]).read_bytes() == Path(paths[1]).read_bytes()
+    table = read_shard(paths[0], TOKENS)
+    assert table.schema == TOKENS and table.schema.metadata == TOKENS.metadata
+    assert table.to_pylist() == [{"ids": list(range(i % 50)), "length": i % 50,
+                                  "url": None if i % 7 else f"https://ü.de/{i}"} for i in range(3000)]
+
+
+def test_parquet_shards_are_zstd_with_one_row_group_per_batch_for_plain_pyarrow(tmp_path):
+    path = tmp_path / "train-00000-of-00001.parquet"
+    write_shard(str(path), SCHEMA, batched(_rows(2500), SCHEMA, batch_size=1000))
+    metadata = pq.ParquetFile(path).metadata
+    assert metadata.num_row_groups == 3
+    assert {metadata.row_group(0).column(i).compression for i in range(3)} == {"ZSTD"}
+    assert pq.read_table(path).to_pylist() == _rows(2500)
+
+
+def test_jsonl_shards_are_gzipped_json_lines_without_a_time_stamp(tmp_path):
+    path = tmp_path / "train-00000-of-00001.jsonl.gz"
+    write_shard(str(path), SCHEMA, batched(ROWS, SCHEMA))
+    data = path.read_bytes()
+    assert data[4:8] == bytes(4)  # gzip MTIME
+    assert [json.loads(line) for line in gzip.decompress(data).decode("utf-8").splitlines()] == ROWS
+
+
+@pytest.mark.parametrize("shard_format", FORMATS)
+def test_empty_shard_of_every_format(tmp_path, shard_format):
+    path = str(tmp_path / shard_name("train", 0, 1, shard_format))
+    info = write_shard(path, TOKENS, [])
+    assert info.num_rows == 0 and read_shard(path, TOKENS).schema == TOKENS
+    assert read_shard(path, TOKENS).num_rows == 0
+
+
+@pytest.mark.parametrize("shard_format", FORMATS)
+def test_a_flipped_byte_is_refused_in_every_format(tmp_path, shard_format):
+    path = tmp_path / shard_name("train", 0, 1, shard_format)
+    info = write_shard(str(path), SCHEMA, batched(_rows(500), SCHEMA))
+    assert read_verified_shard(str(path), info.num_bytes, info.sha256, SCHEMA).to_pylist() == _rows(500)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(ShardIntegrityError, match="does not match its recorded SHA-256"):
+        read_verified_shard(str(path), info.num_bytes, info.sha256, SCHEMA)
 
 
 def test_write_creates_parent_and_overwrites(tmp_path):

@@ -4,6 +4,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from c4prep.dataset_card import CARD_NAME
 from c4prep.manifest import MANIFEST_NAME, build_manifest, read_manifest
 from c4prep.shards import batched, shard_name, write_shard
 from c4prep.staged_output import StagedOutput, staged_output, write_info_file
@@ -35,7 +36,7 @@ def test_what_the_block_staged_is_described_and_published(tmp_path):
     (output / ".staging-killed-run").mkdir(parents=True)  # what a killed run left: repaired first
     infos, published = _publish(output, 3, "first")
     assert [info.name for info in infos] == [shard_name("train", index, 3) for index in range(3)]  # by name
-    assert sorted(path.name for path in output.iterdir()) == [published.data_dir, MANIFEST_NAME]
+    assert sorted(path.name for path in output.iterdir()) == [CARD_NAME, published.data_dir, MANIFEST_NAME]
     assert read_manifest(str(output)) == published and published.splits["train"].num_rows == 3
 
 

@@ -28,9 +28,10 @@ def tokens(sample_tokens) -> Path:
 
 def test_token_shards_mirror_the_document_shards(sample_documents, tokens):
     source, manifest = read_manifest(str(sample_documents)), read_manifest(str(tokens))
-    assert [s.name for s in manifest.shards] == [s.name for s in source.shards]  # same layout, 3 per split
+    assert [s.name for s in manifest.shards] == [s.name for s in source.shards]  # same layout: 3 train shards
     assert [s.num_rows for s in manifest.shards] == [s.num_rows for s in source.shards]
-    assert sorted(p.name for p in tokens.iterdir()) == [manifest.data_dir, "manifest.json"]
+    assert manifest.splits.keys() == source.splits.keys() and manifest.splits["validation"].num_shards == 0
+    assert sorted(p.name for p in tokens.iterdir()) == ["README.md", manifest.data_dir, "manifest.json"]
     assert sorted(p.name for p in (tokens / manifest.data_dir).iterdir()) == [s.name for s in source.shards]
 
 

@@ -5,6 +5,7 @@ import time
 
 import click
 
+from c4prep.shard_formats import FORMATS
 from c4prep.user_errors import (
     UserError,
     quiet_engine_logs,
@@ -85,8 +86,10 @@ def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, lan
               help="Beam runner: DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...")
 @click.option("--num-threads", default=0, show_default=True,
               help="Encoding threads per worker process; 0: the worker's CPU count.")
+@click.option("--format", "shard_format", type=click.Choice(FORMATS), default="arrow", show_default=True,
+              help="Token shard files: Arrow IPC (what `train` reads), Parquet (zstd) or gzipped JSON Lines.")
 @click.pass_context
-def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_threads) -> None:
+def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_threads, shard_format) -> None:
     """Tokenize document shards into token shards (ids with EOS, length, url), one per document shard.
 
     Any other option (e.g. --direct_running_mode=multi_processing --direct_num_workers=2) is passed to Beam.
@@ -100,7 +103,7 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
     quiet_engine_logs()
     refuse_unknown_options(ctx, "c4prep tokenize")
     config = TokenizeConfig(input=input_, vocab=vocab_, output=output, extra_ids=extra_ids, runner=runner,
-                            num_threads=num_threads)
+                            num_threads=num_threads, format=shard_format)
     click.echo(f"Tokenizing {input_} with {vocab_} on {runner} -> {output}")
     started = time.monotonic()
     with reported_as_user_errors(TokenizeError, VocabError, ManifestError, RunnerSetupError, JobInputError):
@@ -113,5 +116,5 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
         total += tokens
         click.echo(f"  {split}: {stats.num_rows:,} documents, {tokens:,} tokens "
                    f"({counters.get(f'unk_tokens:{split}', 0):,} unknown), {stats.num_shards} shards")
-    click.echo(f"Manifest: {output.rstrip('/')}/manifest.json")
+    click.echo(f"Manifest: {output.rstrip('/')}/manifest.json, dataset card: {output.rstrip('/')}/README.md")
     click.echo(f"Done in {elapsed:.1f} s ({total / max(elapsed, 1e-9):,.0f} tokens/s).")

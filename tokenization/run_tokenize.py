@@ -1,8 +1,9 @@
 """`c4prep tokenize`: a Beam job turning document shards into token shards, one token shard per document shard.
 
 Token shard ``i`` of split ``s`` holds the documents of document shard ``i`` of split ``s``, in the same row
-order, so the output never depends on the runner or worker count. Shards are written into a staging folder and
-published as the corpus job publishes its own (:mod:`c4prep.staged_output`).
+order, so the output never depends on the runner or worker count; a split without documents has no shard. Shards
+are written in the chosen format (:mod:`c4prep.shard_formats`) into a staging folder and published as the corpus
+job publishes its own (:mod:`c4prep.staged_output`).
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from c4prep.manifest import (
     read_listed_shard,
     read_manifest,
 )
-from c4prep.shards import join_uri, resolve_uri, write_shard
+from c4prep.shard_formats import check_format
+from c4prep.shards import join_uri, resolve_uri, shard_name, write_shard
 from c4prep.staged_output import staged_output, write_info_file
 
 from .token_shards import token_batch, token_schema
@@ -49,6 +51,10 @@ class TokenizeConfig:
     runner: str = "DirectRunner"
     batch_size: int = 1024  # documents per encode call and per Arrow record batch
     num_threads: int = 0  # encode threads per worker process; 0: the worker's CPU count
+    format: str = "arrow"  # token shard file format: one of c4prep.shard_formats.FORMATS (train reads arrow)
+
+    def __post_init__(self) -> None:
+        check_format(self.format)
 
 
 @dataclass
@@ -58,7 +64,8 @@ class TokenizeResult:
 
 
 class _TokenizeShard(beam.DoFn):
-    """Document shard name -> token shard of the same name in the staging folder (plus its info file)."""
+    """Document shard name -> token shard of the same split, index and count in the staging folder (plus its info
+    file)."""
 
     def __init__(self, config: TokenizeConfig, manifest: Manifest, staging_dir: str,
                  vocab: SentencePieceVocabulary, schema: pa.Schema) -> None:
@@ -76,7 +83,8 @@ class _TokenizeShard(beam.DoFn):
     def process(self, name: str) -> Iterator[str]:
         shard = self.shards[name]
         table = read_listed_shard(self.config.input, self.manifest, shard).select(["text", "url"])
-        info = write_shard(join_uri(self.staging_dir, name), self.schema, self._batches(table, shard.split))
+        uri = join_uri(self.staging_dir, shard_name(shard.split, shard.index, shard.count, self.config.format))
+        info = write_shard(uri, self.schema, self._batches(table, shard.split))
         write_info_file(self.staging_dir, info)
         yield name
 
@@ -117,10 +125,11 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
     schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
     options = pipeline_options(config.runner, list(beam_args or []))
     pipeline = new_pipeline(options)
+    names = [shard.name for shard in source.shards if source.splits[shard.split].num_rows]  # no 0-row split's shard
     with staged_output(config.output) as staging:
         _ = (
             pipeline
-            | "ShardNames" >> beam.Create([shard.name for shard in source.shards])
+            | "ShardNames" >> beam.Create(names)
             | "SpreadShards" >> beam.Reshuffle()
             | "Tokenize" >> beam.ParDo(_TokenizeShard(config, source, staging.uri, vocab, schema))
         )
@@ -130,6 +139,8 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
             staging.shard_infos(),
             config=asdict(config),
             counters=counters,
+            splits=source.splits,
+            shard_format=config.format,
             extra={
                 "source": {"uri": config.input, "fingerprint": manifest_fingerprint(source)},
                 "vocabulary": {"model": model_uri, "model_sha256": model_sha256, "vocab_size": vocab.vocab_size,

@@ -98,10 +98,10 @@ def _split_shards(token_dir: str, split: str, manifest: Manifest | None) -> tupl
     if "ids" not in names or "length" not in names:
         raise TokenDataError(f"{token_dir} holds no token shards (no 'ids'/'length' columns): pass the output "
                              "folder of `c4prep tokenize`, not the documents")
-    entries = [shard for shard in manifest.shards if shard.split == split]
-    if not entries:
+    if split not in manifest.splits:
         raise TokenDataError(f"{token_dir} has no split {split!r}; its splits are: "
                              f"{', '.join(sorted(manifest.splits)) or 'none'}")
+    entries = [shard for shard in manifest.shards if shard.split == split]
     if sum(shard.num_rows for shard in entries) == 0:
         raise TokenDataError(f"split {split!r} of {token_dir} has no documents: tokenize a non-empty corpus")
     return entries, [manifest.shard_uri(path, shard) for shard in entries]
