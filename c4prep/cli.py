@@ -4,6 +4,7 @@ import click
 from c4prep import __version__
 from c4prep.pipelines.cli import run
 from c4prep.tokenization.cli import tokenize, vocab
+from c4prep.training.export.cli import export
 from c4prep.user_errors import OneLineErrorsGroup
 
 
@@ -20,3 +21,4 @@ def main(debug: bool) -> None:
 main.add_command(run)
 main.add_command(vocab)
 main.add_command(tokenize)
+main.add_command(export)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from c4prep.training.losses import mean_token_loss, token_cross_entropy
 from c4prep.training.models.t5 import T5, num_parameters, t5_config
 from c4prep.training.models.t5_attention import relative_position_bucket
-from c4prep.training.models.t5_hf import from_hf_state_dict, hf_config, to_hf_state_dict
+from c4prep.training.models.t5_hf import from_hf_state_dict, hf_model
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -24,10 +24,7 @@ def _model(size: str, seed: int = 0, **overrides) -> T5:
 
 
 def _hf(model: T5):
-    config = transformers.T5Config(**hf_config(model.config), attn_implementation="eager")
-    hf = transformers.T5ForConditionalGeneration(config).eval()
-    hf.load_state_dict(to_hf_state_dict(model), strict=True)
-    return hf
+    return hf_model(model, attn_implementation="eager")
 
 
 def _tokens(*shape: int, seed: int) -> torch.Tensor:

@@ -1,9 +1,11 @@
-"""Load a local Hugging Face GPT-2 checkpoint directory (``save_pretrained`` output) into our :class:`GPT`.
+"""Our :class:`GPT` <-> Hugging Face GPT-2: load a local checkpoint directory (``save_pretrained`` output) into our
+GPT, and give the ``GPT2Config`` and weights of ours.
 
 GPT-2 is our pre-LN GPT with learned positions, a tied head and the tanh-approximated GELU (HF ``gelu_new``). HF keeps
 its linear layers as ``Conv1D`` with weights ``[in, out]``, the transpose of ``nn.Linear``'s, and fuses q, k, v in
-``c_attn`` in the same order as our ``qkv``. Only local files are read (``local_files_only=True``): nothing is
-downloaded.
+``c_attn`` in the same order as our ``qkv``. HF always has biases: a GPT without them maps with zero biases. A
+post-LN GPT (GPT-1) or synthesizer attention has no GPT-2 counterpart. Only local files are read
+(``local_files_only=True``): nothing is downloaded.
 """
 from __future__ import annotations
 
@@ -21,6 +23,10 @@ TRANSFORMERS_MISSING = ("install transformers to load Hugging Face GPT-2 checkpo
 
 # HF ``activation_function`` -> our ``GPTConfig.activation``
 HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+# ours -> the HF name written on export
+OUR_ACTIVATIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu"}
+# GPTConfig fields GPT-2 has only at these values
+GPT2_LAYOUT = {"norm": "pre", "attention": "causal"}
 
 # HF GPT-2 switches our GPT implements only at these values (attention scaled by 1/sqrt(head_dim), no cross-attention)
 REQUIRED_SETTINGS: dict[str, Any] = {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
@@ -106,6 +112,41 @@ def gpt_state_dict_from_hf(config: GPTConfig, hf_state_dict: Mapping[str, Tensor
             state[f"{our_name}.weight"] = weight.t() if hf_layer in _CONV1D else weight
             state[f"{our_name}.bias"] = hf_state_dict[f"{hf_name}.bias"]
     return state
+
+
+def hf_gpt2_config(config: GPTConfig) -> dict[str, Any]:
+    """``GPT2Config`` keyword arguments for the same model; ``ValueError`` naming what GPT-2 cannot express."""
+    problems = [f"{name}={getattr(config, name)} (GPT-2 has {value})" for name, value in GPT2_LAYOUT.items()
+                if getattr(config, name) != value]
+    if problems:
+        raise ValueError(f"GPT2LMHeadModel cannot hold this GPT: {'; '.join(problems)}")
+    return dict(vocab_size=config.vocab_size, n_positions=config.block_size, n_embd=config.n_embd,
+                n_layer=config.n_layer, n_head=config.n_head, n_inner=None,
+                activation_function=OUR_ACTIVATIONS[config.activation], resid_pdrop=config.dropout,
+                embd_pdrop=config.dropout, attn_pdrop=config.dropout, layer_norm_epsilon=config.layer_norm_eps,
+                tie_word_embeddings=config.tie_embeddings, **REQUIRED_SETTINGS)
+
+
+def gpt_state_dict_to_hf(model: GPT) -> dict[str, Tensor]:
+    """The ``GPT2LMHeadModel`` weights of ``model``, each tensor once (no ``lm_head`` when tied): Conv1D weights
+    transposed, zero biases where ours has none."""
+    hf_config = hf_gpt2_config(model.config)  # refuses what does not map
+    ours = model.state_dict()
+
+    def bias(name: str, size: int) -> Tensor:
+        return ours[name] if name in ours else ours["ln_f.weight"].new_zeros(size)
+
+    width = model.config.n_embd
+    hf = {"transformer.wte.weight": ours["tok_emb.weight"], "transformer.wpe.weight": ours["pos_emb.weight"],
+          "transformer.ln_f.weight": ours["ln_f.weight"], "transformer.ln_f.bias": bias("ln_f.bias", width)}
+    if not hf_config["tie_word_embeddings"]:
+        hf["lm_head.weight"] = ours["head.weight"]
+    for i in range(model.config.n_layer):
+        for hf_layer, our_layer in _BLOCK_LAYERS.items():
+            weight = ours[f"blocks.{i}.{our_layer}.weight"]
+            hf[f"transformer.h.{i}.{hf_layer}.weight"] = weight.t() if hf_layer in _CONV1D else weight
+            hf[f"transformer.h.{i}.{hf_layer}.bias"] = bias(f"blocks.{i}.{our_layer}.bias", weight.shape[0])
+    return {name: tensor.detach().contiguous() for name, tensor in hf.items()}
 
 
 def _checkpoint_dropout(settings: Mapping[str, Any]) -> float:

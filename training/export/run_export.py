@@ -1,0 +1,54 @@
+"""Export a trained run: the model as a Hugging Face folder (T5, GPT-2-shaped GPT) with its tokenizer, or an
+AdaVAE's tuned modules; a model card beside them. The folder appears whole or not at all (written next to it and
+renamed)."""
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ..stages.model_setup import model_from_checkpoint
+from .adavae import write_adavae
+from .hf_folders import hf_layout, write_hf_model
+from .hf_tokenizers import write_tokenizer
+from .model_card import model_card
+from .run_source import ExportError, TrainedRun, read_run, run_vocabulary
+
+
+def export_run(source: str | Path, output: str | Path, vocab: str | None = None) -> dict[str, Any]:
+    """Export the checkpoint ``source`` names (a run folder: its latest) into the new or empty folder ``output``;
+    ``vocab``: the SentencePiece vocabulary, when the run's data no longer names where it is."""
+    run, output = read_run(source), Path(output)
+    if output.exists() and not (output.is_dir() and not any(output.iterdir())):
+        raise ExportError(f"{output} already exists and is not an empty folder: choose a new output folder")
+    model = model_from_checkpoint(run.state).eval()
+    staging = output.parent / f".{output.name}.partial-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(parents=True)
+    try:
+        architecture, lineage = _write_model(run, model, vocab, staging)
+        files = sorted(p.name for p in staging.iterdir()) + ["README.md"]
+        parameters = sum(p.numel() for p in model.parameters())
+        (staging / "README.md").write_text(model_card(run, architecture, files, lineage, parameters),
+                                           encoding="utf-8")
+        os.replace(staging, output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {"output": str(output), "architecture": architecture, "step": run.state["step"], "files": files}
+
+
+def _write_model(run: TrainedRun, model: Any, vocab: str | None, folder: Path) -> tuple[str, dict[str, Any]]:
+    """Write the model files (and tokenizer) into ``folder``; the architecture written and the data lineage."""
+    if run.family == "adavae":
+        backbone = run.config.get("init_from")
+        config = write_adavae(model, run.spec, backbone, folder)
+        return "AdaVAE", {"backbone": {"source": backbone, **config["backbone"]}}
+    try:
+        hf_layout(model)
+    except ValueError as error:
+        raise ExportError(f"cannot export {run.checkpoint} (model {run.family}) to Hugging Face: {error}") from None
+    vocabulary, lineage = run_vocabulary(run, vocab)
+    max_length = getattr(model.config, "block_size", None)
+    token_ids = write_tokenizer(vocabulary, folder, run.family, max_length)
+    return write_hf_model(model, run.spec, folder, token_ids), lineage

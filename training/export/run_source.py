@@ -1,0 +1,125 @@
+"""What an export reads from a trained run: the checkpoint, the run folder's ``config.yaml`` and ``metrics.jsonl``,
+the vocabulary the run's data was encoded with, and the data's lineage.
+
+Where the vocabulary is, by ``data.kind``: token shards name it in their manifest (the ``.model`` file, checked by
+SHA-256); text-to-text data names it (``data.vocab``); a PTB run keeps ``word_vocabulary.json``; character data is
+re-read from its text (``data.text`` or ``data.corpus``). ``vocab=`` (``c4prep export --vocab``) points at a moved
+SentencePiece vocabulary.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from c4prep.manifest import ManifestError, manifest_fingerprint, read_manifest
+from c4prep.tokenization.train_vocab import locate_vocabulary
+from c4prep.tokenization.vocabulary import SentencePieceVocabulary
+
+from ..checkpoint import load_checkpoint, resolve_checkpoint
+from ..data.char_vocabulary import CharVocabulary
+from ..data.sentence_files import VOCABULARY_FILE, SentenceDataError, WordVocabulary
+from ..metrics_log import JSONL_NAME, read_metrics
+
+CHAR_TEXT_KEYS = {"char_text": "text", "char_corruption": "corpus", "birth_places": "corpus"}  # data.kind -> key
+
+
+class ExportError(ValueError):
+    """A run that cannot be exported as asked (one line saying why and what to do)."""
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """A checkpoint with its run folder's config (``{}`` when absent) and metrics records."""
+
+    checkpoint: Path
+    state: dict[str, Any]
+    folder: Path
+    config: dict[str, Any] = field(default_factory=dict)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.state["model_spec"]
+
+    @property
+    def family(self) -> str:
+        return str(self.spec.get("name"))
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.config.get("data") or {}
+
+
+def read_run(source: str | Path) -> TrainedRun:
+    """The checkpoint ``source`` names (a run folder: its latest) and what its run folder holds."""
+    checkpoint = resolve_checkpoint(source)
+    state = load_checkpoint(checkpoint)
+    folder = checkpoint.parents[1]
+    config_file, metrics_file = folder / "config.yaml", folder / JSONL_NAME
+    config = OmegaConf.to_container(OmegaConf.load(config_file)) if config_file.is_file() else {}
+    return TrainedRun(checkpoint, state, folder, config, read_metrics(metrics_file) if metrics_file.is_file() else [])
+
+
+def run_vocabulary(run: TrainedRun, vocab: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """The run's vocabulary (SentencePiece, word or character) and its lineage for the model card; an
+    :class:`ExportError` when it cannot be found or does not have the model's ids."""
+    kind = run.data.get("kind")
+    if vocab is not None or kind in ("tokens", "text_to_text"):
+        found, lineage = _sentencepiece(run, vocab)
+    elif kind == "sentences":
+        try:
+            found, lineage = WordVocabulary.load(run.folder / VOCABULARY_FILE), {}
+        except SentenceDataError as error:
+            raise ExportError(str(error)) from None
+    elif kind in CHAR_TEXT_KEYS:
+        path = run.data[CHAR_TEXT_KEYS[kind]]
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as error:
+            raise ExportError(f"cannot read data.{CHAR_TEXT_KEYS[kind]}={path}, whose characters are the run's "
+                              f"vocabulary ({error.strerror})") from None
+        found, lineage = CharVocabulary.from_text(text), {"text": {"path": path, "sha256": _sha256(text.encode())}}
+    else:
+        where = f"data.kind={kind}" if kind else f"no config.yaml in {run.folder}"
+        raise ExportError(f"cannot tell the vocabulary of {run.checkpoint} ({where}): pass --vocab=<SentencePiece "
+                          "vocabulary folder or .model file>")
+    if found.vocab_size != run.spec.get("vocab_size"):
+        raise ExportError(f"the vocabulary has {found.vocab_size} ids but the model {run.spec.get('vocab_size')}: "
+                          "it is not the run's vocabulary (pass the right one with --vocab)")
+    return found, lineage
+
+
+def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVocabulary, dict[str, Any]]:
+    """The SentencePiece vocabulary of token shards (their manifest's, checked by SHA-256) or of ``data.vocab``."""
+    tokens, lineage, extra_ids, expected = run.data.get("tokens"), {}, 100, None
+    if run.data.get("kind") == "tokens" and tokens:
+        try:
+            manifest = read_manifest(tokens)
+        except ManifestError as error:
+            raise ExportError(f"data.tokens={tokens}: {error}") from None
+        named = manifest.extra.get("vocabulary", {})
+        vocab, extra_ids, expected = vocab or named.get("model"), named.get("extra_ids", 100), named.get("model_sha256")
+        lineage["tokens"] = {"uri": tokens, "fingerprint": manifest_fingerprint(manifest),
+                             "source": manifest.extra.get("source")}
+    vocab = vocab or run.data.get("vocab")
+    if not vocab:
+        raise ExportError("the run's data names no vocabulary: pass --vocab=<vocabulary folder or .model file>")
+    try:
+        uri, proto, card = locate_vocabulary(vocab)
+        found = SentencePieceVocabulary(proto, extra_ids=extra_ids)
+    except ValueError as error:
+        raise ExportError(f"vocabulary {vocab}: {error} (pass --vocab=<vocabulary folder or .model file>)") from None
+    sha256 = _sha256(proto)
+    if expected and sha256 != expected:
+        raise ExportError(f"{uri} is not the vocabulary the token shards {tokens} were made with (SHA-256 differs): "
+                          "pass that one with --vocab")
+    lineage["vocabulary"] = {"uri": uri, "sha256": sha256, "sources": (card or {}).get("sources", [])}
+    return found, lineage
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
