@@ -51,6 +51,13 @@ def test_adavae_generates_interpolations_analogies_and_prior_samples(adavae_run,
     assert "interpolation (A -> B):" in capsys.readouterr().out
 
 
+def test_adavae_stages_need_only_the_run_and_write_next_to_it(adavae_run):
+    assert main(["stage=generate", f"init_from={adavae_run}", "generate.max_tokens=4", "generate.prior_samples=2",
+                 "generate.interpolation_steps=1", *TRAIN_QUIET]) == 0  # model, objective and data: the run's
+    result = json.loads((adavae_run / "generate" / "generation.json").read_text())
+    assert len(result["interpolation"]) == 3 and len(result["prior"]) == 2
+
+
 def test_adavae_needs_a_gpt_backbone(adavae_run, ptb_small, tmp_path, capsys):
     assert main(["experiment=adavae_ptb", "trainer.max_steps=1", *ptb_small, f"output_dir={tmp_path}",
                  *TRAIN_QUIET]) == 2

@@ -25,7 +25,8 @@ Config groups (configs/<group>/<option>.yaml):
 {groups}
 Examples:
   train stage=pretrain model=t5_tiny trainer.max_steps=20
-  train stage=evaluate init_from=c4prep_runs/pretrain
+  train stage=evaluate init_from=c4prep_runs/pretrain      # the run's objective and data -> <run>/evaluate
+  train stage=generate init_from=c4prep_runs/pretrain 'generate.prompts=["The <extra_id_0> walks."]'
   torchrun --nproc_per_node=2 -m c4prep.training.cli trainer.device=cpu   # DDP (gloo on CPU)
 """
 USER_ERRORS = (TrainConfigError, TokenDataError, CheckpointError, ManifestError)

@@ -19,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .config_errors import TrainConfigError, require_choice
 from .config_groups import DEFAULT_OBJECTIVE_SCHEMA, GROUP_SCHEMAS, RESUME_MODES, TrainConfig, model_settings
+from .config_runs import RUN_STAGES, with_run_settings
 
 STAGES = ("pretrain", "finetune", "evaluate", "generate", "classify")
 TYPE_NAMES = {"Integer": "int", "Float": "float", "Boolean": "bool", "String": "str"}  # OmegaConf's names
@@ -40,14 +41,28 @@ def _one_line(error: Exception) -> str:
     return text
 
 
+def _max_steps_fraction(fraction: float, *, _root_: DictConfig) -> int:
+    """``${max_steps_fraction:0.05}``: that fraction of ``trainer.max_steps``, rounded (a preset's warm-up that
+    shortens with the run)."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"max_steps_fraction must be in [0, 1], got {fraction}")
+    return round(fraction * _root_.trainer.max_steps)
+
+
+OmegaConf.register_new_resolver("max_steps_fraction", _max_steps_fraction, replace=True)
+
+
 def load_config(overrides: Sequence[str] = ()) -> TrainConfig:
-    """Compose ``train.yaml`` with Hydra-style ``key=value`` / ``group=option`` overrides, then type and validate."""
+    """Compose ``train.yaml`` with Hydra-style ``key=value`` / ``group=option`` overrides, then type and validate.
+    A stage that uses a trained run (``config_runs.RUN_STAGES``) starts from ``init_from``'s run settings."""
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3", job_name="train"):
             cfg = compose(config_name="train", overrides=list(overrides))
         OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as error:
         raise TrainConfigError(f"bad override: {_one_line(error)}") from None
+    if cfg.stage in RUN_STAGES and cfg.init_from:
+        cfg = with_run_settings(cfg, overrides)
     return typed_config(cfg)
 
 

@@ -40,7 +40,8 @@ def _warmup(step: int, warmup_steps: int, warmup_start: float) -> float | None:
 
 def _decay_progress(step: int, warmup_steps: int, total_steps: int) -> float:
     """Fraction of the post-warm-up phase done at ``step``, clamped to [0, 1]."""
-    _check(total_steps > warmup_steps, f"total_steps ({total_steps}) must exceed warmup_steps ({warmup_steps})")
+    _check(total_steps > warmup_steps, f"total_steps ({total_steps}) must exceed warmup_steps ({warmup_steps}): "
+                                       "warm up for fewer steps, or for a fraction of the run")
     return min(1.0, max(0.0, (step - warmup_steps) / (total_steps - warmup_steps)))
 
 

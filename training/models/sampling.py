@@ -1,4 +1,5 @@
-"""The next token from a step's logits: greedy, or sampled (from the ``top_k`` most likely); GPT and AdaVAE share it."""
+"""The next token from a step's logits: greedy, or sampled (from the ``top_k`` most likely); GPT, T5 and AdaVAE
+share it."""
 from __future__ import annotations
 
 import torch

@@ -1,9 +1,10 @@
 """The stage table: which function runs ``train stage=<name>`` for a model family or data kind.
 
 A row is ``(stage, route) -> "module:function"``: the route is the model family when the model has stages of its
-own (``adavae``), else the ``data.kind``. A combination the table does not list is refused with one line that
-names what it does run. Stage modules never import each other; what they share lives in ``run``, ``model_setup``
-and ``data_setup``.
+own (``adavae``), else the ``data.kind``. For the stages that use a trained run (evaluate, generate, classify) both
+are the run's (``config_runs``), so ``train stage=generate init_from=<run>`` finds the row of what the run trained
+on. A combination the table does not list is refused with one line that names what it does run. Stage modules
+never import each other; what they share lives in ``run``, ``model_setup`` and ``data_setup``.
 """
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ STAGE_TABLE: dict[tuple[str, str], str] = {
     ("finetune", "gpt1_task"): "experiments.gpt1.stages:run_task_finetune",
     ("evaluate", "tokens"): "stages.evaluate:run_evaluate",
     ("evaluate", "birth_places"): "experiments.cs224n_a5.stages:run_a5_evaluate",
+    ("generate", "tokens"): "stages.generate:run_generate",
+    ("generate", "text_to_text"): "stages.generate:run_generate",
+    ("generate", "char_text"): "stages.generate:run_generate",
+    ("generate", "sentences"): "stages.generate:run_generate",
+    ("generate", "char_corruption"): "stages.generate:run_generate",
+    ("generate", "birth_places"): "stages.generate:run_generate",
     ("finetune", "adavae"): "experiments.adavae.stages:run_adavae_train",
     ("evaluate", "adavae"): "experiments.adavae.stages:run_adavae_evaluate",
     ("generate", "adavae"): "experiments.adavae.stages:run_adavae_generate",

@@ -1,12 +1,13 @@
 """The data a stage reads, from the ``data:`` and ``objective:`` sections:
 
 - token shards of ``c4prep tokenize`` (``data.kind=tokens``) as objective samples (:func:`pretrain_data`);
-- a SentencePiece vocabulary (:func:`load_vocabulary`);
+- a SentencePiece vocabulary: ``data.vocab`` (:func:`load_vocabulary`), or the token shards' (:func:`token_vocabulary`);
 - sentence files (``data.kind=sentences``, ``data=ptb``) as ``[BOS] words [EOS]`` rows over a word vocabulary of
   the training sentences, which the run folder keeps as ``word_vocabulary.json`` (:func:`sentence_corpus`).
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,9 +112,13 @@ def sentence_corpus(cfg: TrainConfig) -> TrainingData:
 
 def token_manifest(tokens_dir: str) -> Manifest:
     try:
-        return read_manifest(tokens_dir)
+        manifest = read_manifest(tokens_dir)
     except ManifestError as error:
         raise TokenDataError(f"{error}; run `c4prep tokenize` first or set data.tokens=<token folder>") from None
+    if manifest.shard_format != "arrow":
+        raise TokenDataError(f"{tokens_dir} holds {manifest.shard_format} token shards, but train reads Arrow token "
+                             "shards: re-run tokenize with --format arrow")
+    return manifest
 
 
 def vocabulary_size(manifest: Manifest, tokens_dir: str) -> int:
@@ -162,6 +167,22 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
     return TrainingData(TokenSampleRows(index(data.train_split), row_builder),
                         None if validation is None else TokenSampleRows(validation, row_builder), vocab_size,
                         batch_loss=batch_loss, row_builder=row_builder)
+
+
+def token_vocabulary(tokens_dir: str) -> SentencePieceVocabulary:
+    """The SentencePiece vocabulary (sentinels included) the token shards were made with: the ``.model`` file their
+    manifest names, checked by SHA-256."""
+    named = token_manifest(tokens_dir).extra.get("vocabulary", {})
+    model = named.get("model")
+    try:
+        vocab = SentencePieceVocabulary(model, extra_ids=named.get("extra_ids", 100))
+    except (OSError, TypeError, ValueError) as error:
+        raise TokenDataError(f"{tokens_dir}/manifest.json names the vocabulary {model}, which does not load "
+                             f"({error}); restore it there") from None
+    if hashlib.sha256(vocab.model_proto).hexdigest() != named.get("model_sha256"):
+        raise TokenDataError(f"{model} is not the vocabulary {tokens_dir} was tokenized with (its SHA-256 differs); "
+                             "restore that one")
+    return vocab
 
 
 def load_vocabulary(path: str) -> SentencePieceVocabulary:

@@ -1,7 +1,8 @@
 """``train stage=evaluate init_from=<checkpoint or run folder>``: validation metrics of a trained model.
 
-Scores the validation split of the configured token shards with the configured objective (the same seed gives
-the same masks, so numbers are comparable across checkpoints) and writes them to ``<output_dir>/metrics.jsonl``.
+Scores the validation split of the run's token shards with the run's objective (``config_runs``: what the command
+line sets wins; the same seed gives the same masks, so numbers are comparable across checkpoints) and writes them
+to ``<output_dir>/metrics.jsonl``, by default ``<run>/evaluate/metrics.jsonl``.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from .run import start_run
 def run_evaluate(cfg: TrainConfig) -> dict[str, Any]:
     if not cfg.init_from:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
-    ctx = start_run(cfg)
     state = load_checkpoint(cfg.init_from)
+    ctx = start_run(cfg)
     data = pretrain_data(cfg.data, cfg.objective, cfg.seed, state["model_spec"].get("name") == "gpt", cfg.z_loss)
     if state["model_spec"].get("vocab_size") != data.vocab_size:
         raise TrainConfigError(f"init_from={cfg.init_from} has {state['model_spec'].get('vocab_size')} ids but "

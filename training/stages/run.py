@@ -67,9 +67,12 @@ def optimization_from_config(cfg: TrainConfig, model: torch.nn.Module) -> tuple[
         parameters = (decay_groups(named, float(options.pop("weight_decay", 0.0)), exclude) if exclude
                       else [p for _, p in named])
         optimizer = build_optimizer(optimizer_cfg.name, parameters, lr=optimizer_cfg.lr, **options)
-        scheduler = build_schedule(schedule_cfg.name, optimizer, **schedule_cfg.options)
     except (KeyError, TypeError, ValueError) as error:
-        raise TrainConfigError(f"bad optimizer/schedule settings: {error}") from None
+        raise TrainConfigError(f"bad optimizer settings: {error}") from None
+    try:
+        scheduler = build_schedule(schedule_cfg.name, optimizer, **schedule_cfg.options)
+    except (TypeError, ValueError) as error:
+        raise TrainConfigError(f"bad schedule.options: {error}") from None
     return optimizer, scheduler
 
 

@@ -148,8 +148,8 @@ def run_adavae_generate(cfg: TrainConfig) -> dict[str, Any]:
     prior = torch.randn(generation.prior_samples, means.shape[1], generator=generator, device=ctx.device)
 
     def decode(z: torch.Tensor) -> list[str]:
-        ids = model.generate(z, vocab.bos_id, vocab.eos_id, generation.max_tokens,
-                             greedy=generation.greedy, top_k=generation.top_k, generator=generator)
+        ids = model.generate(z, vocab.bos_id, vocab.eos_id, generation.max_tokens, greedy=generation.greedy,
+                             top_k=generation.top_k, temperature=generation.temperature, generator=generator)
         return [vocab.decode(row) for row in ids]
 
     result = {"sentences": {"a": a, "b": b, "c": c}, "interpolation": decode(interpolation),

@@ -1,0 +1,159 @@
+"""`train stage=generate` and `stage=evaluate` on tiny trained runs: GPT and T5 on the real token shards, the
+tiny-shakespeare preset shortened to 50 steps, the word-level PTB GPT."""
+import contextlib
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from c4prep.training.checkpoint import load_checkpoint, save_checkpoint
+from c4prep.training.cli import main
+from c4prep.training.config import load_config
+from c4prep.training.metrics_log import read_metrics
+from c4prep.training.stages.data_setup import token_vocabulary
+from c4prep.training.stages.generate import GENERATIONS_FILE, piece_vocabulary
+from c4prep.training.stages.model_setup import model_from_checkpoint
+
+QUIET = ["trainer.progress=false", "trainer.tensorboard=false", "trainer.num_workers=0", "trainer.device=cpu"]
+PROMPTS = 'generate.prompts=["The company said", "In 2019 the"]'
+
+
+@pytest.fixture(scope="module")
+def t5_run(sample_tokens, tmp_path_factory) -> Path:
+    """A 2-step t5_tiny run with objective lengths other than the defaults, validated on its train split."""
+    run = tmp_path_factory.mktemp("t5") / "run"
+    assert main(["model=t5_tiny", "objective.inputs_length=64", "objective.targets_length=16",
+                 f"data.tokens={sample_tokens}", "data.validation_split=train", "trainer.max_steps=2",
+                 "trainer.global_batch_size=4", "trainer.micro_batch_size=4", "trainer.eval_batches=1",
+                 "optimizer=adamw", "optimizer.lr=3e-3", "schedule=constant", f"output_dir={run}", *QUIET]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def gpt_run(sample_tokens, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("gpt") / "run"
+    assert main(["model=gpt_tiny", "objective=lm", f"data.tokens={sample_tokens}", "data.validation_split=null",
+                 "trainer.max_steps=2", "trainer.global_batch_size=4", "trainer.micro_batch_size=4",
+                 "optimizer=adamw", "optimizer.lr=3e-3", "schedule=constant", f"output_dir={run}", *QUIET]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def shakespeare(tmp_path_factory) -> SimpleNamespace:
+    """`train experiment=shakespeare_char trainer.max_steps=50` with a tiny model; its run folder and stderr."""
+    run, stderr = tmp_path_factory.mktemp("shakespeare") / "run", io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        assert main(["experiment=shakespeare_char", "trainer.max_steps=50", "model=gpt_tiny", "trainer.eval_batches=2",
+                     "trainer.tensorboard=false", f"output_dir={run}"]) == 0
+    return SimpleNamespace(run=run, stderr=stderr.getvalue())
+
+
+def generations(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / GENERATIONS_FILE).read_text(encoding="utf-8").splitlines()]
+
+
+def generate(run: Path, output: Path, *overrides: str) -> list[dict]:
+    assert main(["stage=generate", f"init_from={run}", f"output_dir={output}", *QUIET, *overrides]) == 0
+    return generations(output)
+
+
+def test_the_shakespeare_preset_runs_shortened_with_a_progress_bar(shakespeare):
+    assert "50/50" in shakespeare.stderr  # the progress bar
+    assert "warmup_steps: 2\n" in (shakespeare.run / "config.yaml").read_text()  # 5% of 50 steps
+    losses = [r["metrics"]["loss"] for r in read_metrics(shakespeare.run) if r["split"] == "train"]
+    assert len(losses) == 1 and losses[0] < 4.2  # logged at step 50; uniform over 67 characters is 4.2
+
+
+def test_gpt_greedy_generation_is_the_argmax_continuation(gpt_run, sample_tokens, tmp_path, capsys):
+    records = generate(gpt_run, tmp_path, PROMPTS, "generate.greedy=true", "generate.max_tokens=6")
+    assert [r["prompt"] for r in records] == ["The company said", "In 2019 the"]
+    vocab = token_vocabulary(str(sample_tokens))
+    model = model_from_checkpoint(load_checkpoint(gpt_run)).eval()
+    for record in records:
+        ids = vocab.encode(record["prompt"])
+        prompt_length = len(ids)
+        with torch.no_grad():
+            for _ in range(6):
+                ids.append(int(model(torch.tensor([ids]))[0, -1].argmax()))
+        text = vocab.decode(ids)
+        assert text == vocab.decode(ids[:prompt_length]) + record["completion"]
+    assert f"The company said{records[0]['completion']}" in capsys.readouterr().out
+
+
+def test_sampling_is_deterministic_for_a_seed(gpt_run, tmp_path):
+    settings = [PROMPTS, "generate.num_samples=3", "generate.max_tokens=8", "generate.temperature=2.0",
+                "generate.top_k=null", "trainer.micro_batch_size=4"]
+    first = generate(gpt_run, tmp_path / "a", *settings)
+    assert first == generate(gpt_run, tmp_path / "b", *settings)
+    assert [(r["prompt"][:2], r["sample"]) for r in first] == [("Th", 0), ("Th", 1), ("Th", 2), ("In", 0), ("In", 1),
+                                                              ("In", 2)]
+    assert first != generate(gpt_run, tmp_path / "c", *settings, "seed=1")
+
+
+def test_t5_answers_prompts_from_a_file_greedily(t5_run, sample_tokens, tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("The <extra_id_0> said on Monday.\n\nWe went to the <extra_id_0>.\n", encoding="utf-8")
+    records = generate(t5_run, tmp_path / "out", f"generate.prompts_file={prompts}", "generate.greedy=true",
+                       "generate.max_tokens=5")
+    assert [r["prompt"] for r in records] == ["The <extra_id_0> said on Monday.", "We went to the <extra_id_0>."]
+    vocab = token_vocabulary(str(sample_tokens))
+    model = model_from_checkpoint(load_checkpoint(t5_run)).eval()
+    for record in records:
+        inputs = torch.tensor([piece_vocabulary(vocab).encode(record["prompt"]) + [vocab.eos_id]])
+        assert vocab.sentinel_id(0) in inputs[0].tolist()
+        decoded = [model.config.decoder_start_id]
+        with torch.no_grad():
+            while len(decoded) <= 5 and vocab.eos_id not in decoded:
+                decoded.append(int(model(inputs, torch.tensor([decoded]))[0, -1].argmax()))
+        assert record["completion"] == vocab.decode([i for i in decoded[1:] if i < vocab.vocab_size])
+
+
+def test_t5_sampling_draws_real_ids_and_is_deterministic(t5_run, tmp_path):
+    settings = [PROMPTS, "generate.num_samples=2", "generate.temperature=3.0", "generate.top_k=null"]
+    assert generate(t5_run, tmp_path / "a", *settings) == generate(t5_run, tmp_path / "b", *settings)
+    model = model_from_checkpoint(load_checkpoint(t5_run)).eval()
+    inputs = torch.randint(3, 900, (8, 12))
+    drawn = model.generate(inputs, 12, temperature=50.0, greedy=False, generator=torch.Generator().manual_seed(0))
+    assert int(drawn.max()) < model.config.vocab_size < model.config.padded_vocab_size
+
+
+def test_character_and_word_runs_generate_in_their_vocabulary(shakespeare, ptb_gpt_run, tmp_path, capsys):
+    (record,) = generate(shakespeare.run, tmp_path / "chars", 'generate.prompts=["ROMEO:"]', "generate.max_tokens=20")
+    assert len(record["completion"]) == 20  # characters: no end of text
+    assert main(["stage=generate", f"init_from={shakespeare.run}", 'generate.prompts=["€"]', *QUIET]) == 2
+    assert "generate.prompts: '€': characters not in the vocabulary" in capsys.readouterr().err
+    (words,) = generate(ptb_gpt_run, tmp_path / "words", 'generate.prompts=["the company"]', "generate.max_tokens=5")
+    assert words["prompt"] == "the company" and len(words["completion"].split()) <= 5
+    (empty,) = generate(ptb_gpt_run, tmp_path / "empty", 'generate.prompts=[""]', "generate.max_tokens=5")
+    assert len(empty["completion"].split()) <= 5  # a word-level run starts every sentence with BOS
+
+
+def test_generate_needs_prompts_and_a_gpt_or_t5(gpt_run, tmp_path, capsys):
+    for settings, message in [([], "stage=generate needs prompts"),
+                              (["generate.temperature=0"], "generate.temperature must be > 0"),
+                              (["generate.prompts_file=/nowhere.txt"], "generate.prompts_file=/nowhere.txt is not a "
+                                                                       "readable UTF-8 file")]:
+        assert main(["stage=generate", f"init_from={gpt_run}", *QUIET, *settings]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, err
+    assert not (gpt_run / "generate").exists()
+    classifier = tmp_path / "classifier"  # a GPT-1 head on token data: no such run trains, but the stage checks
+    classifier.mkdir()
+    (classifier / "config.yaml").write_text((gpt_run / "config.yaml").read_text())
+    save_checkpoint(classifier, 1, {"step": 1, "model": {}, "model_spec": {"name": "gpt_classifier"}}, keep=1)
+    assert main(["stage=generate", f"init_from={classifier}", PROMPTS, *QUIET]) == 2
+    assert "stage=generate samples GPT and T5 models" in capsys.readouterr().err
+
+
+def test_evaluate_uses_the_runs_objective_and_writes_next_to_it(t5_run, capsys):
+    assert main(["stage=evaluate", f"init_from={t5_run}", *QUIET]) == 0  # no objective or data settings repeated
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["run_dir"] == str(t5_run / "evaluate") and summary["checkpoint_step"] == 2
+    (record,) = read_metrics(t5_run / "evaluate")
+    assert record["step"] == 2 and 0 < record["metrics"]["loss"] < 20
+    evaluated = load_config(["stage=evaluate", f"init_from={t5_run}"])
+    assert (evaluated.objective.inputs_length, evaluated.objective.targets_length) == (64, 16)
+    assert "stage: pretrain" in (t5_run / "config.yaml").read_text()  # the run's own config is left alone

@@ -1,0 +1,106 @@
+"""Stages that use a trained run (evaluate, generate, classify) take its model, objective, data and z_loss from its
+config.yaml unless the command line sets them, and write next to it; presets' warm-up as a fraction of the run."""
+from pathlib import Path
+
+import pytest
+
+from c4prep.training.checkpoint import save_checkpoint
+from c4prep.training.cli import main
+from c4prep.training.config import load_config, to_yaml
+
+RUN_SETTINGS = ["model=gpt_tiny", "objective=lm", "objective.targets_length=33", "data.tokens=/data/tokens",
+                "data.validation_split=train", "z_loss=1e-4", "seed=7", "trainer.micro_batch_size=2"]
+
+
+def fake_run(folder: Path, *overrides: str) -> Path:
+    """A run folder as `train` leaves it: config.yaml and a checkpoint (no weights: only the config is read)."""
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(to_yaml(load_config(list(overrides))))
+    save_checkpoint(folder, 3, {"step": 3, "model": {}, "model_spec": {"name": "gpt"}}, keep=1)
+    return folder
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    return fake_run(tmp_path / "run", *RUN_SETTINGS)
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.parametrize("stage", ["evaluate", "generate", "classify"])
+def test_a_run_stage_takes_the_runs_model_objective_and_data_and_writes_next_to_it(run, stage):
+    cfg = load_config([f"stage={stage}", f"init_from={run}"])
+    assert cfg.model.name == "gpt" and cfg.model.size == "gpt_tiny"
+    assert (cfg.objective.name, cfg.objective.targets_length) == ("lm", 33)
+    assert (cfg.data.tokens, cfg.data.validation_split, cfg.z_loss) == ("/data/tokens", "train", 1e-4)
+    assert cfg.output_dir == str(run / stage)
+    assert cfg.seed == 0 and cfg.trainer.micro_batch_size == 8  # how to run it stays the command line's
+
+
+def test_what_the_command_line_sets_wins(run, tmp_path):
+    checkpoint = next((run / "checkpoints").glob("step_*.pt"))
+    cfg = load_config(["stage=evaluate", f"init_from={checkpoint}", "objective.inputs_length=9",
+                       "data.validation_split=null", "z_loss=0", f"output_dir={tmp_path / 'elsewhere'}"])
+    assert (cfg.objective.name, cfg.objective.inputs_length, cfg.objective.targets_length) == ("lm", 9, 33)
+    assert cfg.data.validation_split is None and cfg.data.tokens == "/data/tokens" and cfg.z_loss == 0
+    assert cfg.output_dir == str(tmp_path / "elsewhere")
+    replaced = load_config(["stage=evaluate", f"init_from={run}", "objective=span_corruption", "model=t5_tiny"])
+    assert (replaced.objective.name, replaced.objective.inputs_length, replaced.model.name) == ("span_corruption",
+                                                                                                512, "t5")
+
+
+def test_a_preset_does_not_override_the_run(run):
+    cfg = load_config(["experiment=shakespeare_char", "stage=generate", f"init_from={run}"])
+    assert cfg.data.kind == "tokens" and cfg.model.size == "gpt_tiny" and cfg.output_dir == str(run / "generate")
+
+
+def test_training_stages_and_bare_checkpoints_keep_the_command_lines_settings(run, tmp_path):
+    assert load_config(["stage=finetune", f"init_from={run}"]).model.name == "t5"
+    bare = tmp_path / "elsewhere" / "model.pt"
+    bare.parent.mkdir()
+    (run / "checkpoints" / "latest").rename(bare.parent / "unused")
+    next((run / "checkpoints").glob("step_*.pt")).rename(bare)
+    cfg = load_config(["stage=evaluate", f"init_from={bare}"])
+    assert cfg.model.name == "t5" and cfg.output_dir == str(bare.parent / "evaluate")
+
+
+def test_a_missing_run_is_one_line(tmp_path, capsys):
+    assert main(["stage=evaluate", f"init_from={tmp_path / 'nowhere'}"]) == 2
+    assert f"checkpoint {tmp_path / 'nowhere'} does not exist" in one_line_error(capsys)
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("stage, run_settings, message", [
+    ("classify", RUN_SETTINGS, "stage=classify does not run with data.kind=tokens (data.kind=tokens runs "
+                               "stage=pretrain|evaluate|generate"),
+    ("generate", ["model=gpt_tiny", "data=yelp_sentiment", "data.vocab=/vocab", "data.folder=/yelp"],
+     "stage=generate does not run with data.kind=classification"),
+])
+def test_a_stage_the_run_does_not_support_is_one_line(tmp_path, capsys, stage, run_settings, message):
+    run = fake_run(tmp_path / "run", *run_settings)
+    assert main([f"stage={stage}", f"init_from={run}"]) == 2
+    assert message in one_line_error(capsys)
+    assert not (run / stage).exists()
+
+
+@pytest.mark.parametrize("preset, warmup, shortened", [
+    ("shakespeare_char", 100, 2), ("ptb_gpt_pretrain", 100, 5), ("adavae_ptb", 500, 8), ("adavae_ptb_lm", 500, 8),
+])
+def test_presets_warm_up_for_a_fraction_of_the_run(preset, warmup, shortened):
+    assert load_config([f"experiment={preset}"]).schedule.options["warmup_steps"] == warmup  # the schedule as before
+    assert load_config([f"experiment={preset}", "trainer.max_steps=50"]).schedule.options["warmup_steps"] == shortened
+    assert load_config([f"experiment={preset}", "schedule.options.warmup_steps=7"]).schedule.options[
+        "warmup_steps"] == 7
+    assert load_config([f"experiment={preset}"]).trainer.progress
+
+
+def test_a_warm_up_longer_than_the_run_is_one_line(tmp_path, capsys):
+    assert main(["model=gpt_tiny", "objective=lm", "data=tiny_shakespeare", "stage=pretrain", "schedule=cosine",
+                 "trainer.max_steps=50", "trainer.device=cpu", f"output_dir={tmp_path}"]) == 2
+    assert "bad schedule.options: total_steps (50) must exceed warmup_steps (100)" in one_line_error(capsys)
+    assert main(["schedule=cosine", "schedule.options.warmup_steps=${max_steps_fraction:1.5}"]) == 2
+    assert "max_steps_fraction must be in [0, 1], got 1.5" in one_line_error(capsys)
