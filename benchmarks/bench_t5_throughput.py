@@ -12,21 +12,27 @@ A step is forward, loss, backward, ``optimizer.step()`` and ``zero_grad``. After
 in interleaved rounds (ours, HF, HF, ours, ...), so load from other work on the machine hits all of them alike;
 the table gives the median step time over all timed steps. Tokens/s counts encoder and decoder tokens,
 ``batch * (inputs_length + targets_length)``. ``--compile`` adds ``torch.compile(model)`` for both models (the
-compile time of the first steps is reported separately, not in the medians).
+compile time of the first steps is reported separately, not in the medians). ``--flex`` adds our model with
+``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--device cuda`` runs everything on the GPU with the
+trainer's CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's time ends with ``loss.item()``, which waits
+for the step's kernels.
 
-    python benchmarks/bench_t5_throughput.py [--size t5_small] [--batch 4] [--rounds 4] [--compile] [--quick]
+    python benchmarks/bench_t5_throughput.py [--size t5_small] [--batch 4] [--rounds 4] [--compile] [--flex]
+                                             [--device cpu|cuda] [--quick]
 
 Prints a JSON report and a Markdown table.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -35,7 +41,7 @@ from torch import nn
 
 from c4prep.training.losses import token_cross_entropy
 from c4prep.training.models.t5 import T5, num_parameters, t5_config
-from c4prep.training.models.t5_hf import hf_config, to_hf_state_dict
+from c4prep.training.models.t5_hf import hf_config, hf_model
 from c4prep.training.data.encdec_rows import make_autoregressive_inputs
 from c4prep.training.objectives.lengths import random_spans_length_plan
 from c4prep.training.objectives.noise import (
@@ -65,13 +71,17 @@ def span_corruption_batch(batch: int, inputs_length: int, seed: int) -> dict[str
     }
 
 
-def build_models(size: str, seed: int) -> tuple[T5, nn.Module]:
-    """Our model (seeded init) and HF's with the same weights, both in train() mode (dropout 0 for v1.1)."""
+def build_models(size: str, seed: int, device: torch.device, flex: bool) -> tuple[T5, nn.Module, T5 | None]:
+    """Our model (seeded init), HF's and (``flex``) our FlexAttention model with the same weights, all in train()
+    mode (dropout 0 for v1.1), on ``device``."""
     torch.manual_seed(seed)
     ours = T5(t5_config(size, VOCAB_SIZE)).train()
-    hf = transformers.T5ForConditionalGeneration(transformers.T5Config(**hf_config(ours.config)))
-    hf.load_state_dict(to_hf_state_dict(ours), strict=True)
-    return ours, hf.train()
+    hf = hf_model(ours)  # correct in transformers 4.x and 5.x (5.x ties a v1.1 head unless loaded this way)
+    flex_model = None
+    if flex:
+        flex_model = T5(dataclasses.replace(ours.config, attention_impl="flex")).train().to(device)
+        flex_model.load_state_dict(ours.state_dict())
+    return ours.to(device), hf.train().to(device), flex_model
 
 
 def count_parameters(size: str) -> int:
@@ -94,16 +104,17 @@ def forward_hf(model: nn.Module) -> Callable[[dict], torch.Tensor]:
 class Variant:
     """One model under test: a forward function, its optimizer and its step times."""
 
-    def __init__(self, name: str, forward: Callable[[dict], torch.Tensor], parameters, bf16: bool):
-        self.name, self.forward, self.bf16 = name, forward, bf16
-        self.optimizer = torch.optim.AdamW(parameters, lr=1e-4)
+    def __init__(self, name: str, forward: Callable[[dict], torch.Tensor], parameters, bf16: bool,
+                 device: torch.device):
+        self.name, self.forward, self.bf16, self.device = name, forward, bf16, device
+        self.optimizer = torch.optim.AdamW(parameters, lr=1e-4, fused=device.type == "cuda" or None)
         self.times: list[float] = []
         self.first_steps: list[float] = []
         self.losses: list[float] = []
 
     def step(self, batch: dict) -> float:
         start = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             logits = self.forward(batch)
             total, count = token_cross_entropy(logits, batch["decoder_target_tokens"], batch["decoder_loss_weights"])
             loss = total / count
@@ -116,15 +127,20 @@ class Variant:
 
 def bench_precision(args: argparse.Namespace, precision: str, batch: dict) -> list[dict]:
     """All variants of one precision: fresh identical models, warm-up, then interleaved timed rounds."""
-    bf16 = precision == "bf16"
-    ours, hf = build_models(args.size, args.seed)
-    variants = [Variant("ours", forward_ours(ours), ours.parameters(), bf16),
-                Variant("HF", forward_hf(hf), hf.parameters(), bf16)]
+    bf16, device = precision == "bf16", torch.device(args.device)
+    ours, hf, flex = build_models(args.size, args.seed, device, args.flex)
+    variants = [Variant("ours", forward_ours(ours), ours.parameters(), bf16, device),
+                Variant("HF", forward_hf(hf), hf.parameters(), bf16, device)]
+    if args.flex:
+        variants.append(Variant("ours flex", forward_ours(flex), flex.parameters(), bf16, device))
     if args.compile:
         # A second copy of each model, so compiled and eager variants do not share (and advance) one optimizer
-        ours_c, hf_c = build_models(args.size, args.seed)
-        variants += [Variant("ours compiled", forward_ours(torch.compile(ours_c)), ours_c.parameters(), bf16),
-                     Variant("HF compiled", forward_hf(torch.compile(hf_c)), hf_c.parameters(), bf16)]
+        ours_c, hf_c, flex_c = build_models(args.size, args.seed, device, args.flex)
+        variants += [Variant("ours compiled", forward_ours(torch.compile(ours_c)), ours_c.parameters(), bf16, device),
+                     Variant("HF compiled", forward_hf(torch.compile(hf_c)), hf_c.parameters(), bf16, device)]
+        if args.flex:
+            variants.append(Variant("ours flex compiled", forward_ours(torch.compile(flex_c)), flex_c.parameters(),
+                                    bf16, device))
     for variant in variants:
         for _ in range(args.warmup):
             variant.first_steps.append(variant.step(batch))
@@ -146,6 +162,12 @@ def bench_precision(args: argparse.Namespace, precision: str, batch: dict) -> li
     return rows
 
 
+def device_name(args: argparse.Namespace) -> str:
+    if args.device == "cuda":
+        return f"{torch.cuda.get_device_name()}, CUDA {torch.version.cuda}"
+    return f"{platform.processor() or platform.machine()}, {args.threads} threads"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", default="t5_small", help="a name from c4prep.training.models.t5.SIZES")
@@ -157,20 +179,28 @@ def main() -> None:
     parser.add_argument("--steps-per-round", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--compile", action="store_true", help="also time torch.compile(model) for both")
+    parser.add_argument("--flex", action="store_true", help="also time our model with attention_impl=flex")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--json", type=str, default="", help="also write the JSON report to this file")
     parser.add_argument("--quick", action="store_true", help="batch 2, 1 warm-up, 4 rounds of 1 step (with "
                         "--compile the warm-up still includes the compilation, about a minute per model)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.flex and args.device != "cuda":
+        parser.error("--flex needs --device cuda (flex_attention has no backward pass on the CPU)")
     if args.quick:
         args.batch, args.warmup, args.rounds, args.steps_per_round = 2, 1, 4, 1
     torch.set_num_threads(args.threads)
+    if args.device == "cuda":
+        torch.set_float32_matmul_precision("high")  # as the trainer does on CUDA (trainer.tf32)
     transformers.logging.set_verbosity_error()
-    batch = span_corruption_batch(args.batch, args.inputs_length, args.seed)
+    batch = {k: v.to(args.device) for k, v in
+             span_corruption_batch(args.batch, args.inputs_length, args.seed).items()}
     probe = transformers.T5ForConditionalGeneration(transformers.T5Config(
         **hf_config(t5_config("t5_tiny", VOCAB_SIZE))))
     report: dict = {
         "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                    "python": platform.python_version(), "torch": torch.__version__,
+                    "python": platform.python_version(), "torch": torch.__version__, "device": device_name(args),
                     "transformers": transformers.__version__, "load_avg_start": os.getloadavg()},
         "setup": {"size": args.size, "batch": args.batch, "inputs_length": batch["encoder_input_tokens"].shape[1],
                   "targets_length": batch["decoder_target_tokens"].shape[1],
@@ -185,6 +215,8 @@ def main() -> None:
         report["results"] += bench_precision(args, precision, batch)
     report["machine"]["load_avg_end"] = os.getloadavg()
     print(json.dumps(report, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
 
     setup = report["setup"]
     print(f"\n{args.size}, batch {setup['batch']} x ({setup['inputs_length']} + {setup['targets_length']}) = "

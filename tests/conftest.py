@@ -8,6 +8,17 @@ SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked ``gpu`` are skipped where CUDA is absent (CPU CI); torch is imported only if one is collected."""
+    marked = [item for item in items if item.get_closest_marker("gpu")]
+    if marked:
+        import torch
+
+        if not torch.cuda.is_available():
+            for item in marked:
+                item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (marker gpu)"))
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """Folder of the real, third-party data samples (read-only)."""

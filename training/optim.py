@@ -241,6 +241,21 @@ def decay_groups(named_parameters: Iterable[tuple[str, torch.nn.Parameter]], wei
     return [{"params": decayed, "weight_decay": weight_decay}, {"params": spared, "weight_decay": 0.0}]
 
 
+def use_fused_kernel(optimizer: torch.optim.Optimizer) -> bool:
+    """Switch a fresh torch Adam/AdamW to its fused kernel (one launch updates every parameter); True if it did.
+
+    Left alone: other optimizers, one that already holds state (its step counters live where the unfused kernel
+    put them), and one whose options chose ``fused``, ``foreach``, ``capturable`` or ``differentiable``.
+    """
+    groups = optimizer.param_groups
+    if (not isinstance(optimizer, torch.optim.Adam) or optimizer.state
+            or any(g["fused"] is not None or g["foreach"] or g["capturable"] or g["differentiable"] for g in groups)):
+        return False
+    for group in groups:
+        group["fused"] = True
+    return True
+
+
 def build_optimizer(name: str, params: ParamsT, lr: float, **options: Any) -> torch.optim.Optimizer:
     """The optimizer ``name`` (one of :data:`OPTIMIZERS`) over ``params`` with base learning rate ``lr``.
 

@@ -16,6 +16,7 @@ from .plain_attention import plain_attention
 
 if TYPE_CHECKING:
     from .t5 import T5Config
+    from .t5_flex import FlexScores
 
 MASK_VALUE = -1e9  # MTF's additive mask; finite in fp32 and bf16, so fully masked padding rows stay finite
 
@@ -46,7 +47,7 @@ class Attention(nn.Module):
     On CPU it is written out (:func:`.plain_attention.plain_attention`) rather than calling SDPA: with a mask that
     needs a gradient (the learned position bias) SDPA takes its unfused math path, which on CPU adds a guard for
     fully masked rows and, under bf16 autocast, upcasts to fp32; the plain form is the same math with fewer, bf16
-    kernels. Other devices use SDPA.
+    kernels. Other devices use SDPA. With ``attention_impl=flex`` the bias is a :class:`.t5_flex.FlexScores`.
     """
 
     def __init__(self, config: T5Config):
@@ -62,17 +63,18 @@ class Attention(nn.Module):
         nn.init.normal_(self.o.weight, std=inner ** -0.5)
         self.num_heads, self.d_kv, self.dropout = config.num_heads, config.d_kv, config.dropout_rate
 
-    def forward(self, x: Tensor, memory: Tensor, bias: Tensor) -> Tensor:
+    def forward(self, x: Tensor, memory: Tensor, bias: Tensor | FlexScores) -> Tensor:
         """``x`` [B, Tq, d] attends to ``memory`` [B, Tk, d]; ``bias`` [B or 1, H or 1, Tq, Tk] is additive."""
         (b, tq, _), tk = x.shape, memory.shape[1]
         q = self.q(x).view(b, tq, self.num_heads, self.d_kv).transpose(1, 2)
         k = self.k(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
         v = self.v(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
-        bias = bias.to(q.dtype)
-        if q.device.type == "cpu":
-            y = plain_attention(q, k, v, bias, self.dropout if self.training else 0.0)
+        if not isinstance(bias, Tensor):
+            y = bias.attend(q, k, v)
+        elif q.device.type == "cpu":
+            y = plain_attention(q, k, v, bias.to(q.dtype), self.dropout if self.training else 0.0)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0,
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=1.0,
                                                dropout_p=self.dropout if self.training else 0.0)
         return self.o(y.transpose(1, 2).reshape(b, tq, self.num_heads * self.d_kv))
 

@@ -1,0 +1,125 @@
+"""The CS224N A5 handout recipe on one CUDA GPU, timed (step 2 of benchmarks/gpu_suite.sh).
+
+For each variant (vanilla and synthesizer attention; bf16, fp32, and bf16 with ``trainer.compile=true``) the real
+``train`` command runs, as a subprocess, fresh (``resume=never``):
+
+1. pretraining: ``experiment=cs224n_a5_pretrain`` (650 epochs of span-corrupted wiki.txt, batch 128, lr 6e-3,
+   dropout 0.1), then
+2. fine-tuning: ``experiment=cs224n_a5_finetune init_from=<pretraining run>`` (10 epochs of birth_places_train.tsv),
+   which ends with greedy answers to birth_dev.tsv and their accuracy.
+
+Writes ``<out>/a5_recipe.json`` (per variant: dev accuracy, wall seconds of each phase and of the whole recipe,
+final pretraining loss and gradient norm, exit codes; the GPU, torch and CUDA versions) and the pretraining curves
+(loss and gradient norm per logged step): ``<out>/a5_pretrain_curves.png`` when matplotlib is installed (the
+``bench`` extra), else ``<out>/a5_pretrain_curves.csv``. A variant that fails is recorded and the next one runs.
+
+    python benchmarks/gpu_a5_recipe.py [--out benchmarks/results/gpu/a5] [--variants vanilla-bf16 ...]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from c4prep.training.metrics_log import read_metrics
+
+VARIANTS = {  # name: (model.attention, trainer.precision, trainer.compile)
+    "vanilla-bf16": ("causal", "bf16", False), "vanilla-fp32": ("causal", "fp32", False),
+    "vanilla-bf16-compiled": ("causal", "bf16", True), "synthesizer-bf16": ("synthesizer", "bf16", False),
+    "synthesizer-fp32": ("synthesizer", "fp32", False), "synthesizer-bf16-compiled": ("synthesizer", "bf16", True),
+}
+
+
+def train(*overrides: str) -> dict[str, Any]:
+    """One `train` subprocess on the GPU: exit code, wall seconds, its JSON summary (empty on failure)."""
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "c4prep.training.cli", *overrides, "trainer.device=cuda",
+                             "trainer.progress=false", "trainer.tensorboard=false", "resume=never"],
+                            capture_output=True, text=True)
+    lines = result.stdout.strip().splitlines()
+    summary = json.loads(lines[-1]) if result.returncode == 0 and lines else {}
+    return {"returncode": result.returncode, "seconds": round(time.perf_counter() - started, 1), "summary": summary,
+            "stderr_tail": result.stderr[-1500:] if result.returncode else ""}
+
+
+def run_variant(out: Path, name: str) -> dict[str, Any]:
+    attention, precision, compiled = VARIANTS[name]
+    common = [f"model.attention={attention}", f"trainer.precision={precision}",
+              f"trainer.compile={str(compiled).lower()}"]
+    pre_dir, ft_dir = out / f"{name}_pretrain", out / f"{name}_finetune"
+    pretrain = train("experiment=cs224n_a5_pretrain", f"output_dir={pre_dir}", *common)
+    row: dict[str, Any] = {"variant": name, "attention": attention, "precision": precision, "compile": compiled,
+                           "pretrain": {k: pretrain[k] for k in ("returncode", "seconds", "stderr_tail")}}
+    logged = [r for r in read_metrics(pre_dir / "metrics.jsonl") if r["split"] == "train"] \
+        if (pre_dir / "metrics.jsonl").is_file() else []
+    if logged:
+        row["final_pretrain_loss"] = logged[-1]["metrics"]["loss"]
+        row["final_grad_norm"] = logged[-1]["metrics"]["grad_norm"]
+    if pretrain["returncode"] == 0:
+        finetune = train("experiment=cs224n_a5_finetune", f"init_from={pre_dir}", f"output_dir={ft_dir}", *common)
+        row["finetune"] = {k: finetune[k] for k in ("returncode", "seconds", "stderr_tail")}
+        evaluation = finetune["summary"].get("evaluation") or {}
+        row.update(dev_accuracy=evaluation.get("accuracy"), dev_correct=evaluation.get("correct"),
+                   dev_total=evaluation.get("total"), whole_recipe_seconds=round(pretrain["seconds"]
+                                                                               + finetune["seconds"], 1))
+    row["curve"] = [{"step": r["step"], "loss": r["metrics"]["loss"], "grad_norm": r["metrics"]["grad_norm"]}
+                    for r in logged]
+    return row
+
+
+def write_curves(out: Path, rows: list[dict[str, Any]]) -> Path:
+    """Loss and gradient norm against step, every variant: a PNG with matplotlib, else a CSV."""
+    try:
+        import matplotlib
+    except ImportError:
+        path = out / "a5_pretrain_curves.csv"
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["variant", "step", "loss", "grad_norm"])
+            writer.writerows([row["variant"], p["step"], p["loss"], p["grad_norm"]] for row in rows
+                             for p in row["curve"])
+        return path
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (loss_axis, norm_axis) = plt.subplots(2, 1, figsize=(10, 8), sharex=True)
+    for row in rows:
+        steps = [p["step"] for p in row["curve"]]
+        dev = row.get("dev_accuracy")
+        label = row["variant"] + (f" (dev {dev:.1%})" if dev is not None else " (no dev answers)")
+        loss_axis.plot(steps, [p["loss"] for p in row["curve"]], label=label)
+        norm_axis.plot(steps, [p["grad_norm"] for p in row["curve"]], label=row["variant"])
+    loss_axis.set(ylabel="pretraining loss", title=f"CS224N A5 handout recipe, {torch.cuda.get_device_name()}")
+    norm_axis.set(xlabel="optimizer step", ylabel="gradient norm (before clipping)", yscale="log")
+    loss_axis.legend(fontsize=8)
+    path = out / "a5_pretrain_curves.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/gpu/a5"))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.variants:
+        rows.append(run_variant(args.out, name))
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "curve"}), flush=True)
+    report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+              "variants": rows, "curves": str(write_curves(args.out, rows))}
+    (args.out / "a5_recipe.json").write_text(json.dumps(report, indent=2))
+    sys.exit(1 if any(r["pretrain"]["returncode"] or r.get("finetune", {}).get("returncode") for r in rows) else 0)
+
+
+if __name__ == "__main__":
+    main()

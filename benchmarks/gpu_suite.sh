@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issue #23's GPU suite and GPU benchmarks, unattended, on one CUDA GPU (the A5 recipe alone trains 6 x 14,950 steps):
+#
+#   benchmarks/gpu_suite.sh [results folder]          # default: benchmarks/results/gpu
+#
+# Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
+# $C4PREP_SHARED_DATA): cs224n_a5/ and ptb/. Steps, each logged to <results>/<step>.log:
+#   tests          pytest -m gpu: tests/test_gpu.py (attention paths, dropout hypotheses, T5 logits, FlexAttention)
+#                  and tests/test_gpu_training.py (bf16 vs fp32 curves, compile, resume, torchrun) -> tests.xml
+#   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 / fp32 / bf16 compiled: pretrain,
+#                  fine-tune, dev answers; accuracy and wall times -> a5/a5_recipe.json, a5/a5_pretrain_curves.png
+#                  (.csv without matplotlib)
+#   t5_throughput  tokens/s of our T5 (dense and FlexAttention) vs HF T5ForConditionalGeneration, eager and
+#                  compiled, bf16: t5_small batch 32 and 128, t5_base batch 32 -> t5_throughput_<size>_b<batch>.json
+# A failed step is recorded and the next one runs; the exit status is 1 if any step failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-benchmarks/results/gpu}
+PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+export C4PREP_SHARED_DATA=${C4PREP_SHARED_DATA:-$(cd .. && pwd)/shared/data}
+mkdir -p "$OUT"
+status=0
+
+step() {  # step <name> <command...>: run it, log it, time it, remember a failure
+    local name=$1 started=$SECONDS
+    shift
+    echo "== $name: $*"
+    if "$@" > "$OUT/$name.log" 2>&1; then
+        echo "   ok in $((SECONDS - started)) s"
+    else
+        echo "   FAILED after $((SECONDS - started)) s: see $OUT/$name.log"
+        status=1
+    fi
+}
+
+"$PYTHON" - > "$OUT/environment.json" <<'EOF'
+import json, platform, torch
+print(json.dumps({"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+                  "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version()}))
+EOF
+if ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
+    echo "no CUDA device visible to $PYTHON: nothing measured" >&2
+    exit 1
+fi
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
+
+step tests "$PYTHON" -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu.py tests/test_gpu_training.py \
+    --junitxml="$OUT/tests.xml"
+step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5"
+for config in "t5_small 32" "t5_small 128" "t5_base 32"; do
+    read -r size batch <<< "$config"
+    step "t5_throughput_${size}_b${batch}" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile --flex \
+        --precision bf16 --size "$size" --batch "$batch" --rounds 5 --steps-per-round 4 --warmup 3 \
+        --json "$OUT/t5_throughput_${size}_b${batch}.json"
+done
+echo "results in $OUT"
+exit $status

@@ -1,0 +1,174 @@
+"""GPU tier, training (marker ``gpu``: skipped without CUDA; benchmarks/gpu_suite.sh runs it): bf16 tracks fp32 on
+short A5 and T5 runs, FlexAttention trains as the dense path does, ``trainer.compile`` and the CUDA trainer options,
+resume, and torchrun.
+
+The A5 cases place issue #23's divergence: the handout recipe (flash for unpacked batches, memory-efficient for
+packed ones), the math backend (the control that trained), and flash or memory-efficient alone on unpacked rows.
+"""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from c4prep.manifest import build_manifest, write_manifest
+from c4prep.shards import shard_name, write_shard
+from c4prep.tokenization.token_shards import token_batch, token_schema
+from c4prep.training.checkpoint import load_checkpoint
+from c4prep.training.config import load_config
+from c4prep.training.metrics_log import read_metrics
+from c4prep.training.stages import run_stage
+from test_trainer_speed import gpt_trainer
+
+pytestmark = pytest.mark.gpu
+QUIET = ["trainer.device=cuda", "trainer.tensorboard=false", "trainer.progress=false"]
+BACKENDS = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
+# The handout recipe's first 1,150 steps (50 epochs; the cosine runs over its token budget, so shortening max_steps
+# keeps the schedule). Issue #23's bf16 run was at 2.79 there, fp32 at 2.18.
+A5_STEPS, A5_TAIL, A5_TOLERANCE = 1150, 115, 0.1
+A5_CASES = {  # id: (model.attention, SDPA backends in bf16 (None: PyTorch's choice), data.pack)
+    "vanilla-recipe": ("causal", None, True),
+    "vanilla-math": ("causal", "math", True),
+    "vanilla-flash-unpacked": ("causal", "flash", False),
+    "vanilla-efficient-unpacked": ("causal", "efficient", False),
+    "synthesizer": ("synthesizer", None, True),
+}
+T5_STEPS, T5_TAIL, T5_TOLERANCE = 400, 50, 0.05
+
+
+def train(overrides: list[str], backend: str | None = None) -> tuple[list[float], list[float]]:
+    """An in-process `train` run: (loss of every step, logged gradient norms)."""
+    cfg = load_config([*overrides, *QUIET])
+    with sdpa_kernel([BACKENDS[backend]]) if backend else nullcontext():
+        losses = run_stage(cfg)["losses"]
+    records = read_metrics(Path(cfg.output_dir) / "metrics.jsonl")
+    return losses, [r["metrics"]["grad_norm"] for r in records if r["split"] == "train"]
+
+
+def tail(losses: list[float], count: int) -> float:
+    return sum(losses[-count:]) / count
+
+
+def a5(shared_data: Path, run_dir: Path, *overrides: str) -> list[str]:
+    return ["experiment=cs224n_a5_pretrain", f"data.corpus={shared_data / 'cs224n_a5' / 'wiki.txt'}",
+            f"output_dir={run_dir}", "trainer.checkpoint_every=0", *overrides]
+
+
+@pytest.fixture(scope="module")
+def a5_fp32(shared_data, tmp_path_factory):
+    """fp32 reference curve per attention, computed once."""
+    curves: dict[str, tuple[list[float], list[float]]] = {}
+
+    def reference(attention: str):
+        if attention not in curves:
+            run_dir = tmp_path_factory.mktemp("a5") / f"{attention}_fp32"
+            curves[attention] = train(a5(shared_data, run_dir, f"model.attention={attention}",
+                                         f"trainer.max_steps={A5_STEPS}", "trainer.precision=fp32"))
+        return curves[attention]
+    return reference
+
+
+@pytest.mark.parametrize("case", A5_CASES)
+def test_a5_bf16_tracks_fp32(case, a5_fp32, shared_data, tmp_path):
+    attention, backend, pack = A5_CASES[case]
+    fp32, fp32_norms = a5_fp32(attention)
+    bf16, bf16_norms = train(a5(shared_data, tmp_path, f"model.attention={attention}", f"trainer.max_steps={A5_STEPS}",
+                                "trainer.precision=bf16", f"data.pack={str(pack).lower()}"), backend)
+    gap = tail(bf16, A5_TAIL) - tail(fp32, A5_TAIL)
+    assert abs(gap) <= A5_TOLERANCE, (f"{case}: bf16 {tail(bf16, A5_TAIL):.3f} vs fp32 {tail(fp32, A5_TAIL):.3f}; "
+                                      f"last grad norms {bf16_norms[-1]:.3g} vs {fp32_norms[-1]:.3g}")
+
+
+@pytest.fixture(scope="module")
+def ptb_tokens(ptb_vocab, shared_data, tmp_path_factory) -> Path:
+    """Token shards of PTB train (each line a document, EOS appended) in the 600-id T5-style vocabulary."""
+    lines = (shared_data / "ptb" / "train.txt").read_text().splitlines()
+    folder = tmp_path_factory.mktemp("ptb_tokens")
+    schema = token_schema(ptb_vocab.vocab_size)
+    ids = [np.asarray(a) for a in ptb_vocab.encode_arrays(lines, add_eos=True)]
+    info = write_shard(str(folder / shard_name("train", 0, 1)), schema,
+                       [token_batch(schema, ids, [f"ptb://{i}" for i in range(len(ids))])])
+    write_manifest(str(folder), build_manifest(schema, [info], config={}, counters={},
+                                               extra={"vocabulary": {"vocab_size": ptb_vocab.vocab_size}}))
+    return folder
+
+
+def t5(tokens: Path, run_dir: Path, *overrides: str) -> list[str]:
+    """t5_sample's narrow T5 v1.1 and Adafactor recipe on the PTB tokens (later overrides win)."""
+    return ["experiment=t5_sample", f"data.tokens={tokens}", "data.validation_split=null", f"output_dir={run_dir}",
+            "trainer.eval_every=0", "trainer.checkpoint_every=0", f"trainer.max_steps={T5_STEPS}", *overrides]
+
+
+ADAMW_3E3 = ["optimizer=adamw", "optimizer.lr=3e-3", "schedule=constant", "~schedule.options.linear_decay_fraction",
+             "schedule.options.warmup_steps=50"]
+
+
+@pytest.mark.parametrize("optimizer", [[], ADAMW_3E3], ids=["adafactor-t5-sample", "adamw-3e-3"])
+def test_t5_bf16_tracks_fp32_with_dropout(optimizer, ptb_tokens, tmp_path):
+    """T5 with dropout 0.1 (SDPA's memory-efficient kernel with the float position bias), at t5_sample's
+    Adafactor rate (0.058) and a high AdamW rate."""
+    curves = {precision: train(t5(ptb_tokens, tmp_path / precision, "model.dropout_rate=0.1",
+                                  f"trainer.precision={precision}", *optimizer))[0] for precision in ("fp32", "bf16")}
+    assert abs(tail(curves["bf16"], T5_TAIL) - tail(curves["fp32"], T5_TAIL)) <= T5_TOLERANCE
+
+
+def test_t5_flex_trains_as_dense(ptb_tokens, tmp_path):
+    curves = {impl: train(t5(ptb_tokens, tmp_path / impl, "trainer.precision=bf16", "trainer.max_steps=200",
+                             f"+model.attention_impl={impl}"))[0] for impl in ("dense", "flex")}
+    assert curves["flex"][0] == pytest.approx(curves["dense"][0], abs=1e-2)
+    assert abs(tail(curves["flex"], T5_TAIL) - tail(curves["dense"], T5_TAIL)) <= 0.02
+
+
+def test_compiled_a5_trains_as_eager(shared_data, tmp_path):
+    """trainer.compile=true (bf16): compiled dropout draws other random numbers, so the curves agree on average."""
+    curves = {mode: train(a5(shared_data, tmp_path / mode, "trainer.max_steps=230", "trainer.precision=bf16",
+                             f"trainer.compile={mode == 'compiled'}".lower()))[0] for mode in ("eager", "compiled")}
+    assert abs(tail(curves["compiled"], A5_TAIL) - tail(curves["eager"], A5_TAIL)) <= A5_TOLERANCE
+
+
+@pytest.mark.parametrize("tf32", [True, False])
+def test_cuda_trainer_options(tmp_path, tf32):
+    """The CPU test's tiny GPT run on CUDA: TF32 as set, AdamW fused."""
+    trainer = gpt_trainer(tmp_path, f"trainer.tf32={tf32}".lower(), device="cuda")
+    assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
+    assert all(group["fused"] is True for group in trainer.optimizer.param_groups)
+    assert all(math.isfinite(s.loss) for s in trainer.fit())
+
+
+def test_resume_on_cuda_continues_the_run(shared_data, tmp_path):
+    """fp32 with dropout: the CUDA generator state, fused AdamW's state and the data position come back."""
+    common = ["trainer.precision=fp32", "trainer.checkpoint_every=5"]
+    straight, _ = train(a5(shared_data, tmp_path / "straight", "trainer.max_steps=10", *common))
+    train(a5(shared_data, tmp_path / "resumed", "trainer.max_steps=5", *common))
+    resumed, _ = train(a5(shared_data, tmp_path / "resumed", "trainer.max_steps=10", "resume=must", *common))
+    assert resumed == pytest.approx(straight[5:], rel=1e-4)
+    assert load_checkpoint(tmp_path / "resumed")["optimizer"]["param_groups"][0]["fused"] is True
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_torchrun_on_cuda(processes, shared_data, tmp_path):
+    """torchrun: one process (a world of one on this rank's GPU) or two (DDP over NCCL, needs 2 GPUs); the same
+    global batch gives the same losses as an in-process run."""
+    if torch.cuda.device_count() < processes:
+        pytest.skip(f"needs {processes} GPUs")
+    common = ["trainer.max_steps=5", "trainer.precision=fp32", "+model.dropout=0.0"]
+    single, _ = train(a5(shared_data, tmp_path / "single", *common))
+    overrides = [*a5(shared_data, tmp_path / "torchrun", *common, f"trainer.micro_batch_size={128 // processes}"),
+                 *QUIET]
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                             f"--nproc_per_node={processes}", "-m", "c4prep.training.cli", *overrides],
+                            env=dict(os.environ), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    launched = [r["metrics"]["loss"] for r in read_metrics(tmp_path / "torchrun" / "metrics.jsonl")
+                if r["split"] == "train"]
+    logged = [single[r["step"] - 1] for r in read_metrics(tmp_path / "single" / "metrics.jsonl")
+              if r["split"] == "train"]
+    assert launched == pytest.approx(logged, rel=1e-4)

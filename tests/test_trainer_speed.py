@@ -1,0 +1,81 @@
+"""Trainer speed options on the CPU: `trainer.compile` trains as eager does; the CUDA-only options (TF32, fused
+AdamW, pinned copies) leave a CPU run as it was. Their CUDA side is in test_gpu.py."""
+import pytest
+import torch
+
+from c4prep.training.batch_losses import DecoderLoss
+from c4prep.training.config import load_config
+from c4prep.training.distributed import DistEnv
+from c4prep.training.models.gpt import GPT, gpt_config
+from c4prep.training.optim import build_optimizer, use_fused_kernel
+from c4prep.training.schedules import build_schedule
+from c4prep.training.trainer import Trainer
+
+VOCAB = 40
+
+
+def decoder_batches(step: int):
+    """Rows of 16 random tokens, a function of the step alone."""
+    while True:
+        tokens = torch.randint(0, VOCAB, (4, 17), generator=torch.Generator().manual_seed(step))
+        yield {"input_tokens": tokens[:, :-1], "target_tokens": tokens[:, 1:], "loss_weights": torch.ones(4, 16)}
+        step += 1
+
+
+def gpt_trainer(run_dir, *overrides: str, device: str = "cpu") -> Trainer:
+    settings = load_config(["trainer.max_steps=3", "trainer.checkpoint_every=0", "trainer.progress=false",
+                            "trainer.tensorboard=false", "trainer.global_batch_size=4", "trainer.micro_batch_size=4",
+                            *overrides]).trainer
+    torch.manual_seed(0)
+    model = GPT(gpt_config("gpt_tiny", VOCAB, n_layer=1, n_embd=16))  # dropout 0: compiled and eager RNG differ
+    optimizer = build_optimizer("adamw", model.parameters(), lr=1e-2)
+    return Trainer(settings, run_dir, model, DecoderLoss(), optimizer, build_schedule("constant", optimizer),
+                   decoder_batches, 1, DistEnv(), torch.device(device),
+                   checkpoint_extra={"model_spec": {"name": "gpt"}, "config": {"stage": "test"}})
+
+
+def test_compiled_training_matches_eager(tmp_path):
+    eager = [s.loss for s in gpt_trainer(tmp_path / "eager").fit()]
+    trainer = gpt_trainer(tmp_path / "compiled", "trainer.compile=true")
+    compiled = [s.loss for s in trainer.fit()]
+    assert trainer.forward_module is not trainer.model  # the forward passes went through torch.compile
+    assert compiled == pytest.approx(eager, rel=1e-4)
+    assert not any(name.startswith("_orig_mod") for name in trainer.model.state_dict())  # checkpoints unchanged
+
+
+def test_cuda_only_options_leave_a_cpu_run_alone(tmp_path):
+    precision = torch.get_float32_matmul_precision()
+    trainer = gpt_trainer(tmp_path / "cpu")
+    trainer.fit()
+    assert trainer.forward_module is trainer.model
+    assert torch.get_float32_matmul_precision() == precision
+    assert all(group["fused"] is None for group in trainer.optimizer.param_groups)
+
+
+def adamw(fused: bool | None = None, **options) -> tuple[torch.optim.Optimizer, torch.nn.Parameter]:
+    weight = torch.nn.Parameter(torch.linspace(-1, 1, 12).reshape(3, 4))
+    return torch.optim.AdamW([weight], lr=0.1, weight_decay=0.1, fused=fused, **options), weight
+
+
+def test_use_fused_kernel_switches_a_fresh_adamw_and_keeps_its_updates():
+    (fused, fused_weight), (plain, plain_weight) = adamw(), adamw()
+    assert use_fused_kernel(fused) and fused.param_groups[0]["fused"] is True
+    for _ in range(3):
+        for optimizer, weight in ((fused, fused_weight), (plain, plain_weight)):
+            (weight ** 3).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    torch.testing.assert_close(fused_weight, plain_weight)
+    assert not use_fused_kernel(fused)  # it holds state now
+
+
+@pytest.mark.parametrize("optimizer", [
+    lambda: adamw(fused=False)[0],
+    lambda: adamw(foreach=True)[0],
+    lambda: build_optimizer("adafactor", [torch.nn.Parameter(torch.ones(3))], lr=0.1),
+], ids=["fused-off", "foreach", "adafactor"])
+def test_use_fused_kernel_leaves_other_choices_alone(optimizer):
+    optimizer = optimizer()
+    before = [dict(group) for group in optimizer.param_groups]
+    assert not use_fused_kernel(optimizer)
+    assert [dict(group) for group in optimizer.param_groups] == before
