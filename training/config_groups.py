@@ -44,6 +44,8 @@ class TrainerConfig:
     keep_checkpoints: int
     tensorboard: bool
     progress: bool
+    compile: bool = False  # torch.compile the training forward passes
+    tf32: bool = False  # CUDA only: TF32 tensor cores for fp32 matmuls
 
     def __post_init__(self) -> None:
         require_choice("trainer.precision", self.precision, PRECISIONS)
@@ -166,15 +168,31 @@ class EvaluateConfig:
 
 @dataclass
 class GenerateConfig:
-    """``generate:`` (model=adavae): sentences from prior samples, interpolations and an analogy."""
+    """``generate:``: samples from a GPT or T5 run's prompts; for AdaVAE, sentences from prior samples,
+    interpolations and an analogy. Decoding (all models): at most ``max_tokens`` per sample, greedy or drawn at
+    ``temperature`` from the ``top_k`` most likely (None: all) with ``seed``."""
 
-    sentences: list[int] = field(default_factory=lambda: [0, 1, 2])
+    prompts: list[str] = field(default_factory=list)  # GPT/T5: texts to continue (GPT) or answer (T5)
+    prompts_file: Optional[str] = None  # GPT/T5: more prompts, one a line
+    num_samples: int = 1  # GPT/T5: samples per prompt
+    sentences: list[int] = field(default_factory=lambda: [0, 1, 2])  # AdaVAE: lines of data.test
     interpolation_steps: int = 10
     analogy_degree: float = 1.0
     prior_samples: int = 5
     max_tokens: int = 30
     greedy: bool = False
+    temperature: float = 1.0
     top_k: Optional[int] = 100
+
+    def __post_init__(self) -> None:
+        for name in ("num_samples", "max_tokens"):
+            if getattr(self, name) < 1:
+                raise TrainConfigError(f"generate.{name} must be >= 1, got {getattr(self, name)}")
+        if self.temperature <= 0:
+            raise TrainConfigError(f"generate.temperature must be > 0 (generate.greedy=true for the argmax), got "
+                                   f"{self.temperature}")
+        if self.top_k is not None and self.top_k < 1:
+            raise TrainConfigError(f"generate.top_k must be >= 1 or null (every id), got {self.top_k}")
 
 
 @dataclass

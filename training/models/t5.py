@@ -12,6 +12,8 @@ Decisions worth knowing:
   extra rows are never targets. ``generate`` takes the argmax over them too, as HF does.
 - The untied v1.1 ``lm_head`` is initialised with std d_model^-0.5 (MTF's dense-layer default), not HF's 1.0 (nanoT5
   issue #25). Every other init follows HF ``_init_weights``.
+- ``attention_impl``: ``dense`` adds the bias and masks as one float tensor (SDPA on GPU, written out on CPU);
+  ``flex`` runs FlexAttention with the bias as a score_mod and the masks as a block mask (:mod:`.t5_flex`).
 - Adapters (paper §3.5.1) sit after each feed-forward network: the block computes ``h = FF(norm(x))``, then
   ``h + up(relu(down(h)))``, then the usual dropout and residual, i.e. Houlsby et al.'s placement (on the sublayer
   output, before the skip connection). ``up`` starts at zero, so a fresh adapter is the identity.
@@ -26,7 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .sampling import next_token
 from .t5_attention import Attention, relative_position_bucket, same_segment, with_mask
+from .t5_flex import decoder_scores, encoder_scores
 
 VOCAB_DIVISOR = 128
 
@@ -52,10 +56,16 @@ class T5Config:
     pad_id: int = 0
     eos_id: int = 1
     decoder_start_id: int = 0
+    attention_impl: Literal["dense", "flex"] = "dense"
 
     def __post_init__(self) -> None:
         if self.feed_forward not in ("relu", "gated-gelu"):
             raise ValueError(f"feed_forward must be 'relu' or 'gated-gelu', got {self.feed_forward!r}")
+        if self.attention_impl not in ("dense", "flex"):
+            raise ValueError(f"attention_impl must be 'dense' or 'flex', got {self.attention_impl!r}")
+        if self.attention_impl == "flex" and self.dropout_rate > 0:
+            raise ValueError("attention_impl 'flex' has no attention dropout: it needs dropout_rate 0, "
+                             f"got {self.dropout_rate}")
 
     @property
     def padded_vocab_size(self) -> int:
@@ -228,11 +238,14 @@ class T5(nn.Module):
                encoder_positions: Tensor | None = None) -> Tensor:
         """Encoder states [B, T_enc, d]. Without segment ids, keys equal to ``pad_id`` are masked."""
         tokens = encoder_input_tokens
+        positions = _positions(tokens, encoder_positions)
+        if self.config.attention_impl == "flex":
+            return self.encoder(self.shared(tokens), encoder_scores(self.encoder, tokens, encoder_segment_ids,
+                                                                    positions, self.config.pad_id))
         if encoder_segment_ids is None:
             visible = (tokens != self.config.pad_id)[:, None, None, :]
         else:
             visible = same_segment(encoder_segment_ids, encoder_segment_ids)
-        positions = _positions(tokens, encoder_positions)
         bias = with_mask(self.encoder.position_bias(positions, positions), visible)
         return self.encoder(self.shared(tokens), bias)
 
@@ -244,16 +257,20 @@ class T5(nn.Module):
         if (encoder_segment_ids is None) != (decoder_segment_ids is None):
             raise ValueError("give segment ids for both encoder and decoder, or for neither")
         tokens = decoder_input_tokens
-        causal = torch.ones(tokens.shape[1], tokens.shape[1], dtype=torch.bool, device=tokens.device).tril()
-        if decoder_segment_ids is None:
-            self_visible = causal[None, None]
-            cross_visible = (encoder_input_tokens != self.config.pad_id)[:, None, None, :]
-        else:
-            self_visible = causal & same_segment(decoder_segment_ids, decoder_segment_ids)
-            cross_visible = same_segment(decoder_segment_ids, encoder_segment_ids)
         positions = _positions(tokens, decoder_positions)
-        self_bias = with_mask(self.decoder.position_bias(positions, positions), self_visible)
-        cross_bias = with_mask(torch.zeros((), device=tokens.device), cross_visible)
+        if self.config.attention_impl == "flex":
+            self_bias, cross_bias = decoder_scores(self.decoder, tokens, encoder_input_tokens, decoder_segment_ids,
+                                                   encoder_segment_ids, positions, self.config.pad_id)
+        else:
+            causal = torch.ones(tokens.shape[1], tokens.shape[1], dtype=torch.bool, device=tokens.device).tril()
+            if decoder_segment_ids is None:
+                self_visible = causal[None, None]
+                cross_visible = (encoder_input_tokens != self.config.pad_id)[:, None, None, :]
+            else:
+                self_visible = causal & same_segment(decoder_segment_ids, decoder_segment_ids)
+                cross_visible = same_segment(decoder_segment_ids, encoder_segment_ids)
+            self_bias = with_mask(self.decoder.position_bias(positions, positions), self_visible)
+            cross_bias = with_mask(torch.zeros((), device=tokens.device), cross_visible)
         x = self.decoder(self.shared(tokens), self_bias, encoded, cross_bias)
         if self.lm_head is None:
             return F.linear(x * self.config.d_model ** -0.5, self.shared.weight)
@@ -268,20 +285,27 @@ class T5(nn.Module):
                            decoder_segment_ids, decoder_positions)
 
     @torch.no_grad()
-    def generate(self, encoder_input_tokens: Tensor, max_length: int) -> Tensor:
-        """Greedy decoding of at most ``max_length`` tokens per row (start token not included). A row ends at its
-        EOS and is padded with ``pad_id`` after it; decoding stops once every row has ended. The decoder is rerun
-        on the whole prefix each step (no cache). Call ``eval()`` first to switch dropout off."""
+    def generate(self, encoder_input_tokens: Tensor, max_length: int, temperature: float = 1.0,
+                 top_k: int | None = None, greedy: bool = True, generator: torch.Generator | None = None) -> Tensor:
+        """Decoding of at most ``max_length`` tokens per row (start token not included): greedy (the argmax over
+        the padded vocabulary, as HF), or sampled at ``temperature`` from the ``top_k`` most likely of the
+        ``vocab_size`` real ids. A row ends at its EOS and is padded with ``pad_id`` after it; decoding stops once
+        every row has ended. The decoder is rerun on the whole prefix each step (no cache). Call ``eval()`` first
+        to switch dropout off."""
+        if temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
         config = self.config
         encoded = self.encode(encoder_input_tokens)
         tokens = torch.full((encoder_input_tokens.shape[0], 1), config.decoder_start_id,
                             dtype=torch.long, device=encoder_input_tokens.device)
         done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
         for _ in range(max_length):
-            next_token = self.decode(encoded, encoder_input_tokens, tokens)[:, -1].argmax(-1)
-            next_token = next_token.masked_fill(done, config.pad_id)
-            tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-            done |= next_token == config.eos_id
+            logits = self.decode(encoded, encoder_input_tokens, tokens)[:, -1]
+            if not greedy:
+                logits = logits[:, :config.vocab_size].float() / temperature
+            step_ids = next_token(logits, top_k, greedy, generator).masked_fill(done, config.pad_id)
+            tokens = torch.cat([tokens, step_ids[:, None]], dim=1)
+            done |= step_ids == config.eos_id
             if done.all():
                 break
         return tokens[:, 1:]
