@@ -23,12 +23,13 @@ from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..config_errors import TrainConfigError
 from ..config_groups import GenerateConfig, TrainConfig
+from ..config_runs import trained_run_folder
 from ..data.char_vocabulary import CharVocabulary
 from ..data.sentence_files import SentenceDataError, WordVocabulary
 from ..models.gpt import GPT
 from ..trainer import autocast
 from .data_setup import load_vocabulary, read_text, token_vocabulary
-from .model_setup import model_from_checkpoint, run_folder
+from .model_setup import model_from_checkpoint
 from .run import RunContext, start_run
 
 GENERATIONS_FILE = "generations.jsonl"
@@ -62,7 +63,7 @@ def run_vocabulary(cfg: TrainConfig) -> PromptVocabulary:
         chars = CharVocabulary.from_text(read_text(getattr(data, key), key))
         return PromptVocabulary(lambda text: chars.encode(text).tolist(), chars.decode, chars.vocab_size)
     try:
-        words = WordVocabulary.load(run_folder(cfg.init_from))
+        words = WordVocabulary.load(trained_run_folder(cfg.init_from))
     except SentenceDataError as error:
         raise TrainConfigError(str(error)) from None
     return PromptVocabulary(words.encode, words.decode, words.vocab_size, start=(words.bos_id,))

@@ -1,12 +1,11 @@
 """The model a stage trains or scores: fresh from the ``model:`` section, or from a checkpoint (``init_from``)."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..checkpoint import CheckpointError, load_checkpoint, resolve_checkpoint
+from ..checkpoint import CheckpointError, load_checkpoint
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig, model_settings
 from ..data.token_rows import RowBuilder
@@ -23,11 +22,6 @@ def model_from_config(cfg: TrainConfig, vocab_size: int) -> tuple[torch.nn.Modul
     spec = {**model_settings(cfg.model), "vocab_size": vocab_size}
     torch.manual_seed(cfg.seed)
     return _build(spec), spec
-
-
-def run_folder(checkpoint: str) -> Path:
-    """The run folder of a checkpoint file (``<run>/checkpoints/step_*.pt``) or the folder itself."""
-    return resolve_checkpoint(checkpoint).parents[1]
 
 
 def model_from_init(cfg: TrainConfig, vocab_size: int, remedy: str) -> tuple[torch.nn.Module, dict[str, Any]]:

@@ -15,6 +15,7 @@ from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
 from ..config import to_yaml
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig, TrainerConfig
+from ..config_runs import trained_run_folder
 from ..data.batches import BatchPlan, make_loader
 from ..data.row_batches import RowBatches, length_order, row_set_eval_batches
 from ..data.row_source import RowSource
@@ -23,7 +24,7 @@ from ..optim import build_optimizer, decay_groups
 from ..schedules import build_schedule
 from ..trainer import BatchLoss, Trainer
 from .data_setup import TrainingData
-from .model_setup import initial_model, run_folder
+from .model_setup import initial_model
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ def fit_summary(ctx: RunContext, trainer: Trainer) -> dict[str, Any]:
 def check_same_run_files(init_from: str, run_files: dict[str, str]) -> None:
     """Continued pre-training must encode the data as the checkpoint's run did: a run file (the word vocabulary)
     that ``init_from``'s run folder also keeps must be identical."""
-    folder = run_folder(init_from)
+    folder = trained_run_folder(init_from)
     for name, text in run_files.items():
         kept = folder / name
         if kept.is_file() and kept.read_text(encoding="utf-8") != text:

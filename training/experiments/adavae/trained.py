@@ -4,8 +4,9 @@ from __future__ import annotations
 from ...checkpoint import CheckpointError, load_checkpoint
 from ...config_errors import TrainConfigError
 from ...config_groups import TrainConfig
+from ...config_runs import trained_run_folder
 from ...data.sentence_files import VOCABULARY_FILE, SentenceDataError, SentenceVocabulary, WordVocabulary
-from ...stages.model_setup import model_from_checkpoint, run_folder
+from ...stages.model_setup import model_from_checkpoint
 from ...stages.run import RunContext
 from .gpt2_tokenizer import TOKENIZER_DIR, GPT2TokenizerVocabulary
 from .model import AdaVAE
@@ -13,7 +14,7 @@ from .model import AdaVAE
 
 def run_vocabulary(checkpoint: str) -> SentenceVocabulary:
     """The vocabulary a GPT or AdaVAE run folder keeps: its copy of a GPT-2 tokenizer, else its word vocabulary."""
-    folder = run_folder(checkpoint)
+    folder = trained_run_folder(checkpoint)
     try:
         if (folder / TOKENIZER_DIR).is_dir():
             return GPT2TokenizerVocabulary.load(folder)
