@@ -5,6 +5,10 @@ Shape of both transforms (the per-page functions are the ones the in-memory refe
     pages ─ ParDo(claims) ─ CombinePerKey(smallest claim) ─ ParDo(-> (owner url, (key, occurrence))) ─┐
     pages ─ Map(-> (url, page)) ────────────────────────────────────────────────── CoGroupByKey(url) ┴─ ParDo(remove)
 
+`DedupSentences` first pairs each page with its Punkt sentences per line (`Prepare`, fused with the upstream
+steps): both branches use that pair, so every page is split once, not once for its claims and again for its removal
+(Punkt is most of this mode's cost), and the sentences travel through the join with the page.
+
 Integrity: the claims sent to the combiner and received out of it, and the owners sent to the join and received
 by the pages, are counted in `INTEGRITY_NAMESPACE`; `run_c4` fails the run when a pair differs (a DirectRunner with
 20 worker processes silently lost whole worker shares of the owner join in 6 of 9 runs of 100k pages).
@@ -17,7 +21,7 @@ The join is by raw URL; a URL with more than one page raises `dedup.DuplicateUrl
 from __future__ import annotations
 
 import functools
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import apache_beam as beam
 
@@ -65,15 +69,16 @@ class SmallestClaim(beam.CombineFn):
 
 
 class _EmitClaims(beam.DoFn):
-    """Page -> its `(key, claim)` pairs, counted as sent to the combiner."""
+    """Page (or prepared page, see `_OwnershipDedup.prepare`) -> its `(key, claim)` pairs, counted as sent to the
+    combiner."""
 
-    def __init__(self, claims: Callable[[Page], list], check: str) -> None:
+    def __init__(self, claims: Callable[[Any], list], check: str) -> None:
         self.claims, self.check = claims, check
 
     def setup(self) -> None:
         self.integrity = CounterCache(INTEGRITY_NAMESPACE)
 
-    def process(self, page: Page):
+    def process(self, page):
         claims = self.claims(page)
         self.integrity.inc(f"{self.check}/claims:sent", len(claims))
         yield from claims
@@ -100,8 +105,28 @@ def _key_by_url(page: Page) -> tuple[str, Page]:
     return page.url, page
 
 
+def _key_prepared_by_url(prepared: tuple[Page, Any]) -> tuple[str, tuple[Page, Any]]:
+    return prepared[0].url, prepared
+
+
+def _split_page(page: Page) -> tuple[Page, list[list[str]]]:
+    """A page with its Punkt sentences per line, split once for both the claims and the removal."""
+    return page, dedup.sentences_by_line(page)
+
+
+def _split_sentence_claims(prepared: tuple[Page, list[list[str]]]) -> list:
+    page, lines = prepared
+    return dedup.sentence_claims(page, lines)
+
+
+def _remove_unowned_split(prepared: tuple[Page, list[list[str]]], owned, **options) -> Outcome:
+    page, lines = prepared
+    return dedup.remove_unowned_sentences(page, owned, lines=lines, **options)
+
+
 class _RemoveUnowned(beam.DoFn):
-    """Joined `(url, {"page": [page], "owned": [(key, occurrence), ...]})` -> the page after the removal rule."""
+    """Joined `(url, {"page": [page], "owned": [(key, occurrence), ...]})` -> the page after the removal rule (the
+    joined "page" is the prepared page when the transform has a `prepare` step)."""
 
     def __init__(self, remove: Callable[..., Outcome], namespace: str) -> None:
         self.remove = remove
@@ -129,8 +154,11 @@ class _RemoveUnowned(beam.DoFn):
 class _OwnershipDedup(beam.PTransform):
     """Claims -> smallest claim per key (combiner) -> back to the owner page -> per-page removal."""
 
-    claims: Callable[[Page], list]  # set by subclasses (a staticmethod of `dedup`)
+    claims: Callable[[Any], list]  # set by subclasses (a staticmethod of `dedup`); takes what `prepare` yields
     namespace: str
+    # Optional per-page step run once before both branches (page -> prepared element, e.g. the page with its Punkt
+    # sentences); claims, the join and the remover then see the prepared element instead of the page.
+    prepare: Callable[[Page], Any] | None = None
 
     def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES) -> None:
         super().__init__()
@@ -141,13 +169,18 @@ class _OwnershipDedup(beam.PTransform):
         raise NotImplementedError
 
     def expand(self, pages):
+        prepare = type(self).prepare
+        key_by_url = _key_by_url
+        if prepare is not None:
+            pages = pages | "Prepare" >> beam.Map(prepare)
+            key_by_url = _key_prepared_by_url
         owned = (
             pages
             | "EmitClaims" >> beam.ParDo(_EmitClaims(type(self).claims, self.namespace))
             | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaim())
             | "ToOwner" >> beam.ParDo(_ToOwner(self.namespace))
         )
-        keyed_pages = pages | "KeyByUrl" >> beam.Map(_key_by_url)
+        keyed_pages = pages | "KeyByUrl" >> beam.Map(key_by_url)
         return (
             {"page": keyed_pages, "owned": owned}
             | "JoinByUrl" >> beam.CoGroupByKey()
@@ -169,8 +202,10 @@ class DedupSentences(_OwnershipDedup):
     """The paper's three-sentence-span dedup (TFDS 1.x, `dedup.remove_unowned_sentences`), with c4prep's fix of
     the repeated-window quirk unless `tfds_1x_quirk=True`: PCollection[Page] -> PCollection[Page]."""
 
-    claims = staticmethod(dedup.sentence_claims)
+    # Punkt is this mode's cost: each page is split once and its sentences travel with it to the removal.
+    claims = staticmethod(_split_sentence_claims)
     namespace = dedup.SENTENCES_NAMESPACE
+    prepare = staticmethod(_split_page)
 
     def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES, tfds_1x_quirk: bool = False) -> None:
         super().__init__(min_num_sentences)
@@ -178,7 +213,7 @@ class DedupSentences(_OwnershipDedup):
 
     def remover(self):
         return functools.partial(
-            dedup.remove_unowned_sentences,
+            _remove_unowned_split,
             min_num_sentences=self.min_num_sentences,
             tfds_1x_quirk=self.tfds_1x_quirk,
         )

@@ -248,9 +248,12 @@ def sentence_windows(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[Wi
     ]
 
 
-def sentence_claims(page: Page) -> list[tuple[str, Claim]]:
-    """One claim per distinct window key of the page; the occurrence is that of its first window."""
-    return _first_claims(page, (window.key for window in sentence_windows(sentences_by_line(page))))
+def sentence_claims(page: Page, lines: list[list[str]] | None = None) -> list[tuple[str, Claim]]:
+    """One claim per distinct window key of the page; the occurrence is that of its first window. `lines` is the
+    page's `sentences_by_line` when the caller has it already (Punkt is the cost of this mode: split once)."""
+    if lines is None:
+        lines = sentences_by_line(page)
+    return _first_claims(page, (window.key for window in sentence_windows(lines)))
 
 
 def remove_unowned_sentences(
@@ -258,6 +261,7 @@ def remove_unowned_sentences(
     owned: Mapping[str, int],
     min_num_sentences: int = MIN_NUM_SENTENCES,
     tfds_1x_quirk: bool = False,
+    lines: list[list[str]] | None = None,
 ) -> Outcome:
     """The per-page step of the paper's span dedup, given the windows this page keeps (`owned`: key -> occurrence).
 
@@ -276,8 +280,12 @@ def remove_unowned_sentences(
 
     Counters reconcile: `sentence-in` = `sentence-passed` + `sentence-filtered:duplicate` +
     `sentence-filtered:page_dropped` (sentences left in dropped pages); pages: `passed` + `filtered:*` = pages in.
+
+    `lines`: the page's `sentences_by_line` when the caller has it already (it is computed from `page.text`
+    otherwise); `page.text` is not read when it is given.
     """
-    lines = sentences_by_line(page)
+    if lines is None:
+        lines = sentences_by_line(page)
     windows = sentence_windows(lines)
     repeats = Counter(window.key for window in windows) if tfds_1x_quirk else None
     removed: list[set[int]] = [set() for _ in lines]

@@ -341,6 +341,36 @@ def test_keeper_keeps_one_copy_of_a_repeated_window_unless_quirk():
                               "sentence-filtered:page_dropped": 2, "filtered:too_few_sentences": 1}
 
 
+def test_sentences_given_lines_equal_split_inside():
+    # Beam splits each page once and hands the sentences to both per-page functions; the result must not change.
+    page = make_page("http://given.example/", "Say it once. Say it twice. Say it thrice.\nOther line.\n"
+                     "say it ONCE. Say it twice. Say it thrice.\nLast line here.")
+    lines = sentences_by_line(page)
+    claims = sentence_claims(page)
+    assert sentence_claims(page, lines) == claims
+    owned = {key: claim[2] for key, claim in claims}
+    for quirk in (False, True):
+        assert remove_unowned_sentences(page, owned, tfds_1x_quirk=quirk, lines=lines) == remove_unowned_sentences(
+            page, owned, tfds_1x_quirk=quirk
+        )
+
+
+def test_beam_sentences_split_each_line_once(tmp_path, monkeypatch):
+    from c4prep.pipelines import dedup
+
+    calls: Counter[str] = Counter()
+
+    def counting_split(text: str) -> list[str]:
+        calls[text] += 1
+        return split_sentences(text)
+
+    monkeypatch.setattr(dedup, "split_sentences", counting_split)
+    pages = worked_pages()
+    outputs, _ = run_beam(tmp_path, {"sentences": (pages, DedupSentences())})
+    assert {page.url: page.text for page in outputs["sentences"]} == WORKED_EXAMPLE_OUT
+    assert sum(calls.values()) == sum(len(page.text.splitlines()) for page in pages)
+
+
 def test_claims_and_combiner_are_order_free():
     rng = random.Random(7)
     claims = [(md5_hex(f"u{i}"), f"u{i}", rng.randrange(5)) for i in range(200)]
