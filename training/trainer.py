@@ -7,8 +7,8 @@ a 2-process run equals a 1-process run with the same global batch.
 
 Speed options: ``trainer.compile`` runs the training forward passes through ``torch.compile`` (the model itself,
 its checkpoints and validation stay eager). On CUDA only: TF32 matmuls for fp32 work (``trainer.tf32``), torch's
-AdamW with its fused kernel (:func:`.optim.use_fused_kernel`), and batches copied from pinned memory without
-blocking. On the CPU every run is what it was without them.
+AdamW with its fused kernel (:func:`.optim.use_fused_kernel`), and batches copied without blocking from the
+memory the data loader pins (``make_loader``). On the CPU every run is what it was without them.
 """
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ class Trainer:
         started = time.perf_counter()
         micro_batches = [next(batches) for _ in range(self.accumulation_steps)]
         data_seconds = time.perf_counter() - started
-        micro_batches = [to_device(b, self.device) for b in micro_batches]
+        micro_batches = [{k: v.to(self.device, non_blocking=True) for k, v in b.items()} for b in micro_batches]
         targets = all_reduce_sum(
             torch.stack([self.batch_loss.num_targets(b) for b in micro_batches]).sum().double(), self.env)
         # DDP averages gradients over ranks, hence the world_size factor: the step's loss is sum / targets.
@@ -216,14 +216,6 @@ class Trainer:
         return metrics
 
 
-def to_device(batch: Batch, device: torch.device) -> Batch:
-    """``batch`` on ``device``; to CUDA through pinned memory, without blocking the host."""
-    if device.type == "cuda":
-        return {k: (v.pin_memory() if v.device.type == "cpu" else v).to(device, non_blocking=True)
-                for k, v in batch.items()}
-    return {k: v.to(device) for k, v in batch.items()}
-
-
 def autocast(device: torch.device, precision: str):
     """bf16 autocast when ``precision == "bf16"``, else a no-op context."""
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
@@ -242,7 +234,7 @@ def evaluate_model(model: nn.Module, batch_loss: BatchLoss, batches: Iterable[Ba
     for index, batch in enumerate(batches):
         if max_batches and index >= max_batches:
             break
-        batch = to_device(batch, device)
+        batch = {k: v.to(device) for k, v in batch.items()}
         with autocast(device, precision):
             for key, value in batch_loss.eval_sums(model, batch).items():
                 totals[key] = totals.get(key, 0) + value.detach().double()

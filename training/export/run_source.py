@@ -21,10 +21,10 @@ from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 
 from ..checkpoint import load_checkpoint, resolve_checkpoint
 from ..data.char_vocabulary import CharVocabulary
+from ..stages.data_setup import CHAR_TEXT_KEYS
 from ..data.sentence_files import VOCABULARY_FILE, SentenceDataError, WordVocabulary
 from ..metrics_log import JSONL_NAME, read_metrics
 
-CHAR_TEXT_KEYS = {"char_text": "text", "char_corruption": "corpus", "birth_places": "corpus"}  # data.kind -> key
 
 
 class ExportError(ValueError):

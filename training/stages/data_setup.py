@@ -41,6 +41,8 @@ from ..objectives import make_objective
 from ..trainer import BatchLoss
 
 log = logging.getLogger(__name__)
+CHAR_TEXT_KEYS = {"char_text": "text", "char_corruption": "corpus", "birth_places": "corpus"}  # data.kind -> the
+# data key of the text whose characters are the vocabulary
 
 
 @dataclass(frozen=True)

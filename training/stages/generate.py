@@ -28,12 +28,11 @@ from ..data.char_vocabulary import CharVocabulary
 from ..data.sentence_files import SentenceDataError, WordVocabulary
 from ..models.gpt import GPT
 from ..trainer import autocast
-from .data_setup import load_vocabulary, read_text, token_vocabulary
+from .data_setup import CHAR_TEXT_KEYS, load_vocabulary, read_text, token_vocabulary
 from .model_setup import model_from_checkpoint
 from .run import RunContext, start_run
 
 GENERATIONS_FILE = "generations.jsonl"
-CHAR_TEXT_KEYS = {"char_text": "text", "char_corruption": "corpus", "birth_places": "corpus"}  # data.kind -> key
 SENTINEL = re.compile(r"<extra_id_(\d+)>")
 
 
