@@ -36,12 +36,13 @@ def local_open(path: str):
     return open(path, "rb")
 
 
-def replicate_sample(copies: int, destination: Path) -> int:
-    """Write `copies` URL-distinct copies of the sample as one gzipped WET file; returns the page count."""
+def replicate_sample(copies: int, destination: Path, first_copy: int = 0) -> int:
+    """Write `copies` URL-distinct copies of the sample (numbered from `first_copy`, so that several files hold
+    distinct copies) as one gzipped WET file; returns the page count."""
     records = [r for r in read_records(bundled_sample(), open_binary=local_open) if isinstance(r, RawRecord)]
     with open(destination, "wb") as handle:
         writer = WARCWriter(handle, gzip=True)
-        for copy in range(copies):
+        for copy in range(first_copy, first_copy + copies):
             for record in records:
                 headers = [("WARC-Target-URI", f"{record.url}#copy={copy}"), ("WARC-Date", record.timestamp),
                            ("Content-Type", "text/plain")]

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple
 
 from .records import Page, RawRecord, SourceFormat
 from .sentences import split_sentences
+from .word_trie import trie_regex
 
 MAX_PAGE_LENGTH = 190_000  # characters of parsed text (TFDS `1.9e5`)
 MIN_WORDS_PER_LINE = 5
@@ -301,9 +302,14 @@ def load_badwords(path: str | None = None) -> frozenset[str]:
 def badwords_pattern(words: Iterable[str]) -> re.Pattern[str]:
     """TFDS 3.1.0's bad-words regex: any escaped word, delimited by non-word characters or the text's ends.
 
+    TFDS writes `(?:\\W|^)(w1|w2|...)(?:\\W|$)` with the words in one flat alternation; here the group is the same
+    alternation as a prefix tree (`word_trie.trie_regex`), which the engine walks along one path per position
+    instead of retrying all 377 words. Every branch of the tree is still followed by the same `(?:\\W|$)`, and the
+    tree tries the words in the flat list's sorted order, so a search gives the same verdict, span and group on
+    any text (tested against the flat form on every real page).
     An empty list gives a pattern that never matches (an empty alternation would match every separator).
     """
-    alternation = "|".join(re.escape(word) for word in sorted(words))
+    alternation = trie_regex(words)
     if not alternation:
         return re.compile(r"(?!)")
     return re.compile(rf"(?:\W|^)({alternation})(?:\W|$)")
