@@ -80,14 +80,30 @@ def test_the_tokenizer_is_laid_out_as_adavae_and_round_trips_real_lines(gpt2_dir
     assert vocab.decode([*vocab.encode("the end"), vocab.eos_id, *vocab.encode("more")]) == "the end"
     with pytest.raises(SentenceDataError, match=r"token id 1000 is outside the tokenizer's \[0, 1000\)"):
         vocab.decode([1000])
-    vocab.save(tmp_path)
+    vocab.save(tmp_path)  # the same files with transformers 4 and 5 (5's save_pretrained writes tokenizer.json only)
+    assert all((tmp_path / TOKENIZER_DIR / name).is_file() for name in ("tokenizer.json", "vocab.json", "merges.txt"))
     copy = GPT2TokenizerVocabulary.load(tmp_path)
     assert copy.vocab_size == 1000 and all(copy.encode(line) == vocab.encode(line) for line in lines)
+    cleanup = tmp_path / "cleanup"  # a config asking for clean-up (4.x would decode "do n't" as "don't") is ignored
+    cleanup.mkdir()
+    for name in ("vocab.json", "merges.txt"):
+        (cleanup / name).write_bytes((gpt2_dir / name).read_bytes())
+    (cleanup / "tokenizer_config.json").write_text(json.dumps({"clean_up_tokenization_spaces": True}))
+    assert GPT2TokenizerVocabulary.load(cleanup).decode(vocab.encode("i do n't know .")) == "i do n't know ."
     with pytest.raises(SentenceDataError, match="no GPT-2 tokenizer directory at /no/such/gpt2"):
         GPT2TokenizerVocabulary.load("/no/such/gpt2")
-    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty").mkdir()  # transformers 5 alone would build a tokenizer of <|endoftext|> only from it
     with pytest.raises(SentenceDataError, match="cannot load a GPT-2 tokenizer from .*empty: it needs vocab.json"):
         GPT2TokenizerVocabulary.load(tmp_path / "empty")
+    (cleanup / "merges.txt").unlink()
+    with pytest.raises(SentenceDataError, match="cannot load a GPT-2 tokenizer from .*cleanup: it needs vocab.json"):
+        GPT2TokenizerVocabulary.load(cleanup)
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "vocab.json").write_text("{")
+    (tmp_path / "broken" / "merges.txt").write_text("")
+    with pytest.raises(SentenceDataError, match="cannot load a GPT-2 tokenizer from .*broken: ") as error:
+        GPT2TokenizerVocabulary.load(tmp_path / "broken")
+    assert "\n" not in str(error.value)
 
 
 def test_adavae_trains_around_the_gpt2_and_keeps_it_frozen(vae_run, gpt2_dir):

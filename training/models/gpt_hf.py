@@ -19,7 +19,7 @@ from torch import Tensor
 from .gpt import GPT, GPTConfig
 
 TRANSFORMERS_MISSING = ("install transformers to load Hugging Face GPT-2 checkpoints: "
-                        "pip install 'transformers>=4.40,<5'")
+                        "pip install 'transformers>=4.40,<6'")
 
 # HF ``activation_function`` -> our ``GPTConfig.activation``
 HF_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
