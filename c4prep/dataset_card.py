@@ -22,16 +22,24 @@ if TYPE_CHECKING:
 
 CARD_NAME = "README.md"
 _FORMAT_TEXT = {
-    "arrow": "Arrow IPC file format, uncompressed (memory-mappable)",
+    "arrow": "Arrow IPC stream format, uncompressed (memory-mappable; `datasets.Dataset.from_file` and "
+             "`pyarrow.ipc.open_stream` open each file)",
     "parquet": "Parquet, zstd-compressed, one row group per record batch",
     "jsonl.gz": "JSON Lines, gzip-compressed, one object per row",
 }
+_ARROW_FILE_TEXT = "Arrow IPC file format, uncompressed (memory-mappable)"  # `arrow` before manifest format 4
 _SIZES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
           (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
 _LICENCE = """\
 The text comes from web pages crawled by Common Crawl: it belongs to its authors, and its use is subject to the
 [Common Crawl terms of use](https://commoncrawl.org/terms-of-use). The header declares ODC-BY 1.0, the licence under
 which AllenAI released C4; whoever publishes a corpus built with c4prep chooses its licence within those terms."""
+
+
+def _format_text(manifest: Manifest) -> str:
+    if manifest.shard_format == "arrow" and manifest.format_version < 4:
+        return _ARROW_FILE_TEXT  # the shards of an older output keep the card that describes them
+    return _FORMAT_TEXT[manifest.shard_format]
 
 
 def _size_category(rows: int) -> str:
@@ -105,7 +113,7 @@ def dataset_card(manifest: Manifest) -> str:
     lines += _table(("split", "rows", "files", "bytes"), [(split, info.num_rows, info.num_shards, info.num_bytes)
                                                           for split, info in manifest.splits.items()])
     lines += ["", "A split without rows has no file.", "", "## Format", "",
-              f"{_FORMAT_TEXT[manifest.shard_format]}, written by c4prep {manifest.package_version} on "
+              f"{_format_text(manifest)}, written by c4prep {manifest.package_version} on "
               f"{manifest.created}. Row order and bytes do not depend on the runner or the worker count. "
               "`manifest.json` lists every file with its size and SHA-256.", "",
               "```python", "from datasets import load_dataset", "dataset = load_dataset(FOLDER_OR_REPO_ID)", "```", ""]

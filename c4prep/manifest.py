@@ -39,7 +39,9 @@ from c4prep.shards import (
 )
 
 FORMAT = "c4prep-arrow-shards"
-FORMAT_VERSION = 3  # 3: `shard_format`, splits without shards; 2: shards in `data_dir`; 1: next to the manifest
+# 4: `arrow` shards are the Arrow IPC stream format (before: the IPC file format; readers take both); 3: `shard_format`,
+# splits without shards; 2: shards in `data_dir`; 1: next to the manifest
+FORMAT_VERSION = 4
 MANIFEST_NAME = "manifest.json"
 STAGING_PREFIX = ".staging-"
 DATA_PREFIX = "data-"

@@ -1,9 +1,9 @@
 """Shard files: naming, shard-count rule, atomic deterministic writes, reads checked against size and SHA-256.
 
 Paths are local paths or filesystem URIs (``gs://``, ``s3://``, ``file://``), resolved with
-``pyarrow.fs``. A shard's format (Arrow IPC file, Parquet or JSON Lines, :mod:`c4prep.shard_formats`) is the
+``pyarrow.fs``. A shard's format (Arrow IPC stream, Parquet or JSON Lines, :mod:`c4prep.shard_formats`) is the
 suffix of its name; Arrow shards are uncompressed, so local ones can be memory-mapped and read with plain
-``pyarrow.ipc.open_file``.
+``pyarrow.ipc.open_stream`` or ``datasets.Dataset.from_file``.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from c4prep.shard_formats import SUFFIXES, check_format, format_of, read_table, write_batches
+from c4prep.shard_formats import SUFFIXES, ArrowShard, check_format, format_of, open_arrow, read_table, write_batches
 
 MAX_SHARDS = 99_999  # five digits in shard names
 _SPLIT = r"[A-Za-z0-9_][A-Za-z0-9_.-]*"
@@ -197,12 +197,13 @@ def check_bytes(uri: str, data: pa.Buffer, num_bytes: int, sha256: str) -> None:
         raise ShardIntegrityError(f"{uri} does not match its recorded SHA-256 (same size, other bytes)")
 
 
-def open_verified_shard(uri: str, num_bytes: int, sha256: str) -> pa.ipc.RecordBatchFileReader:
-    """Open an Arrow shard after checking its bytes against the recorded size and SHA-256, in the one read that
-    parsing needs anyway (the hash runs over the same memory map or buffer the batches are read from)."""
+def open_verified_shard(uri: str, num_bytes: int, sha256: str) -> ArrowShard:
+    """Open an Arrow shard (either IPC format, :func:`~c4prep.shard_formats.open_arrow`) after checking its bytes
+    against the recorded size and SHA-256, in the one read that parsing needs anyway (the hash runs over the same
+    memory map or buffer the batches are read from, zero-copy)."""
     data = shard_bytes(uri)
     check_bytes(uri, data, num_bytes, sha256)
-    return pa.ipc.open_file(data)
+    return open_arrow(data)
 
 
 def read_verified_shard(uri: str, num_bytes: int, sha256: str, schema: pa.Schema | None = None) -> pa.Table:

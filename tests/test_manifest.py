@@ -1,4 +1,5 @@
 """manifest.json contents, errors, and the staging -> output commit."""
+import hashlib
 import json
 import subprocess
 import sys
@@ -6,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pytest
 
 import c4prep
@@ -63,7 +63,7 @@ def test_build_manifest_fills_splits_and_sorts_shards():
         ("train", 0, 2), ("train", 1, 2), ("validation", 0, 1)]
     assert m.shards[0] == ShardEntry("train-00000-of-00002.arrow", "train", 0, 2, 10, 100,
                                      f"{2:064x}")
-    assert m.format == FORMAT and m.format_version == 3 and m.package_version == c4prep.__version__
+    assert m.format == FORMAT and m.format_version == 4 and m.package_version == c4prep.__version__
     assert m.shard_format == "arrow"
     assert m.config == CONFIG and m.counters == COUNTERS and m.extra["funnel"][1] == ["kept", 7]
     assert m.created.endswith("+00:00")
@@ -125,7 +125,7 @@ def _doc() -> dict:
 
 @pytest.mark.parametrize("mutate,match", [
     (lambda d: d.update(format="something-else"), "not a c4prep-arrow-shards manifest"),
-    (lambda d: d.update(format_version=4), "format_version 4.*upgrade c4prep"),
+    (lambda d: d.update(format_version=5), "format_version 5.*upgrade c4prep"),
     (lambda d: d.update(shard_format="csv"), "shard_format 'csv' is not one of arrow, parquet, jsonl.gz"),
     (lambda d: d.update(shard_format="parquet"), "not the format of every shard"),
     (lambda d: d.update(data_dir="../../elsewhere"), "not a data folder name"),
@@ -207,8 +207,11 @@ def test_commit_output_publishes_shards(tmp_path):
                                       "validation-00000-of-00001.arrow"]
     assert read_manifest(str(out)) == published and published.shards == m.shards
     assert read_shard(str(out / data_dir / "train-00001-of-00002.arrow")).to_pylist() == _rows("train", 1, 4)
-    train = ds.dataset(sorted(map(str, out.glob("data-*/train-*.arrow"))), format="arrow")
-    assert train.count_rows() == m.splits["train"].num_rows == 8
+    train = 0
+    for path in sorted(out.glob("data-*/train-*.arrow")):  # plain pyarrow: the shards are IPC streams
+        with pa.memory_map(str(path)) as source:
+            train += pa.ipc.open_stream(source).read_all().num_rows
+    assert train == m.splits["train"].num_rows == 8
 
 
 def test_recommit_replaces_old_shards_with_other_counts(tmp_path):
@@ -248,6 +251,29 @@ def test_commit_over_a_format_1_output_replaces_its_shards(tmp_path):
     m = commit_output(str(out), staging, _manifest(infos))
     assert _files(out) == [CARD_NAME, m.data_dir, MANIFEST_NAME]
     assert _published(out) == {"train-00000-of-00001.arrow": _rows("train", 0, 5)}
+
+
+def test_an_output_of_format_3_with_ipc_file_shards_is_still_read(tmp_path):
+    """Up to format 3, `arrow` shards were the Arrow IPC *file* format: such an output is still read and checked, and
+    its card keeps saying what its files are."""
+    out, data_dir = tmp_path / "out", "data-20250101T000000Z-0123abcd"
+    path = out / data_dir / shard_name("train", 0, 1)
+    path.parent.mkdir(parents=True)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, SCHEMA) as writer:
+        for batch in batched(_rows("train", 0, 5), SCHEMA, batch_size=2):
+            writer.write_batch(batch)
+    data = path.read_bytes()
+    doc = json.loads(replace(_manifest([ShardInfo(path.name, 5, len(data), hashlib.sha256(data).hexdigest())]),
+                             data_dir=data_dir).to_json())
+    doc.update(format_version=3)
+    (out / MANIFEST_NAME).write_text(json.dumps(doc))
+    old = read_manifest(str(out))
+    assert old.format_version == 3 and old.shard_format == "arrow" and data.startswith(b"ARROW1")
+    assert read_listed_shard(str(out), old, old.shards[0]).to_pylist() == _rows("train", 0, 5)
+    assert _published(out) == {path.name: _rows("train", 0, 5)}
+    assert repair_output(str(out)) == [] and (out / CARD_NAME).read_text(encoding="utf-8") == dataset_card(old)
+    assert "Arrow IPC file format" in dataset_card(old)
+    assert "Arrow IPC stream format" in dataset_card(replace(old, format_version=4))
 
 
 @pytest.mark.parametrize("shard_format", ["parquet", "jsonl.gz"])

@@ -60,7 +60,7 @@ def tokens(tmp_path_factory, documents, sample_tokens, sample_vocab) -> dict[str
 @pytest.mark.parametrize("shard_format", OTHER_FORMATS)
 def test_document_shards_hold_the_arrow_rows_in_the_same_order(documents, shard_format):
     arrow, other = read_manifest(str(documents["arrow"])), read_manifest(str(documents[shard_format]))
-    assert other.shard_format == shard_format and other.format_version == 3
+    assert other.shard_format == shard_format and other.format_version == 4
     assert [s.name for s in other.shards] == [s.name.replace(".arrow", f".{shard_format}") for s in arrow.shards]
     assert other.splits.keys() == arrow.splits.keys() and other.schema() == DOCUMENT_SCHEMA
     assert [s.num_rows for s in other.shards] == [s.num_rows for s in arrow.shards]

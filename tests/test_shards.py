@@ -13,9 +13,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from c4prep.shard_formats import FORMATS
+from c4prep.shard_formats import FORMATS, open_arrow
 from c4prep.shards import (ShardInfo, ShardIntegrityError, batched, is_temp_name, join_uri, num_shards_for,
-                           parse_shard_name, read_shard, read_verified_shard, resolve_uri, shard_name, write_shard)
+                           open_verified_shard, parse_shard_name, read_shard, read_verified_shard, resolve_uri,
+                           shard_name, write_shard)
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -139,17 +140,19 @@ def test_round_trip(tmp_path):
     assert _files(tmp_path) == ["train-00000-of-00001.arrow"]
 
 
-def test_readable_with_plain_pyarrow(tmp_path):
+def test_readable_with_plain_pyarrow_and_datasets(tmp_path):
+    """An Arrow shard is an IPC stream: plain pyarrow and `datasets.Dataset.from_file` (stream format only) open it."""
     path = str(tmp_path / "train-00000-of-00001.arrow")
     write_shard(path, SCHEMA, batched(_rows(2500), SCHEMA, batch_size=1000))
     with open(path, "rb") as f:
-        reader = pa.ipc.open_file(f)
-        assert reader.num_record_batches == 3
-        assert reader.read_all().to_pylist() == _rows(2500)
+        batches = list(pa.ipc.open_stream(f))
+        assert len(batches) == 3
+        assert pa.Table.from_batches(batches).to_pylist() == _rows(2500)
     with pa.memory_map(path) as source:
-        table = pa.ipc.open_file(source).read_all()
+        table = pa.ipc.open_stream(source).read_all()
     assert table.column("text")[2499].as_py() == "document 2499 ünïcödé"
-    assert ds.dataset(str(tmp_path), format="arrow").to_table().to_pylist() == _rows(2500)
+    datasets = pytest.importorskip("datasets")
+    assert datasets.Dataset.from_file(path).to_list() == _rows(2500)
 
 
 def test_read_shard_via_file_uri(tmp_path):
@@ -190,8 +193,11 @@ def test_empty_shard(tmp_path):
     assert info.num_rows == 0 and info.num_bytes == path.stat().st_size > 0
     table = read_shard(str(path))
     assert table.schema == SCHEMA and table.num_rows == 0
-    assert ds.dataset(str(path), format="arrow").to_table().num_rows == 0
+    with pa.memory_map(str(path)) as source:
+        assert pa.ipc.open_stream(source).read_all().num_rows == 0
     assert write_shard(str(tmp_path / "again.arrow"), SCHEMA, iter(())).sha256 == info.sha256
+    datasets = pytest.importorskip("datasets")  # it refuses a stream without batches: the shard holds an empty one
+    assert datasets.Dataset.from_file(str(path)).num_rows == 0
 
 
 # --- Parquet and JSON Lines: the same rows, types and guarantees ------------------------------
@@ -229,6 +235,7 @@ def test_parquet_shards_are_zstd_with_one_row_group_per_batch_for_plain_pyarrow(
     assert metadata.num_row_groups == 3
     assert {metadata.row_group(0).column(i).compression for i in range(3)} == {"ZSTD"}
     assert pq.read_table(path).to_pylist() == _rows(2500)
+    assert ds.dataset(str(path), format="parquet").to_table().to_pylist() == _rows(2500)  # the README's advice
 
 
 def test_jsonl_shards_are_gzipped_json_lines_without_a_time_stamp(tmp_path):
@@ -257,6 +264,47 @@ def test_a_flipped_byte_is_refused_in_every_format(tmp_path, shard_format):
     path.write_bytes(bytes(data))
     with pytest.raises(ShardIntegrityError, match="does not match its recorded SHA-256"):
         read_verified_shard(str(path), info.num_bytes, info.sha256, SCHEMA)
+
+
+def _ipc_file_shard(path: Path, schema: pa.Schema, rows: list[dict], batch_size: int) -> ShardInfo:
+    """A shard as c4prep wrote it before manifest format 4: the Arrow IPC *file* format, uncompressed."""
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        for batch in batched(rows, schema, batch_size):
+            writer.write_batch(batch)
+    data = path.read_bytes()
+    assert data.startswith(b"ARROW1")
+    return ShardInfo(path.name, len(rows), len(data), hashlib.sha256(data).hexdigest())
+
+
+def test_shards_of_the_ipc_file_format_are_still_read(tmp_path):
+    path = tmp_path / "train-00000-of-00001.arrow"
+    info = _ipc_file_shard(path, TOKENS, [{"ids": [i, i + 1], "length": 2, "url": None} for i in range(2500)], 1000)
+    expected = [{"ids": [i, i + 1], "length": 2, "url": None} for i in range(2500)]
+    table = read_shard(str(path))
+    assert table.schema == TOKENS and table.schema.metadata == TOKENS.metadata and table.to_pylist() == expected
+    assert read_verified_shard(str(path), info.num_bytes, info.sha256, TOKENS).to_pylist() == expected
+    shard = open_verified_shard(str(path), info.num_bytes, info.sha256)
+    assert shard.schema == TOKENS and [b.num_rows for b in shard.batches] == [1000, 1000, 500]
+    empty = tmp_path / "validation-00000-of-00001.arrow"
+    _ipc_file_shard(empty, TOKENS, [], 1000)
+    assert read_shard(str(empty)).schema == TOKENS and read_shard(str(empty)).num_rows == 0
+
+
+def test_open_arrow_reads_both_formats_zero_copy_and_refuses_a_cut_stream(tmp_path):
+    stream, old = tmp_path / "stream.arrow", tmp_path / "file.arrow"
+    write_shard(str(stream), TOKENS, batched([{"ids": [7] * 3, "length": 3, "url": None}] * 10, TOKENS, 4))
+    _ipc_file_shard(old, TOKENS, [{"ids": [7] * 3, "length": 3, "url": None}] * 10, 4)
+    for path in (stream, old):
+        with pa.memory_map(str(path)) as source:
+            data = source.read_buffer()
+        shard = open_arrow(data)
+        assert [b.num_rows for b in shard.batches] == [4, 4, 2] and shard.schema.metadata == TOKENS.metadata
+        values = shard.batches[0].column("ids").values
+        assert data.address <= values.buffers()[1].address < data.address + data.size  # a slice of the map
+    data = stream.read_bytes()
+    for cut in (len(data) - 8, len(data) // 2, 3, 0):  # after the last batch, inside one, inside the schema, empty
+        with pytest.raises(pa.ArrowInvalid):
+            open_arrow(pa.py_buffer(data[:cut]))
 
 
 def test_write_creates_parent_and_overwrites(tmp_path):

@@ -5,19 +5,22 @@ trained on them, written with the same helpers `c4prep tokenize` uses.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pickle
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import torch
 
-from c4prep.manifest import build_manifest, write_manifest
-from c4prep.shards import read_shard, shard_name, write_shard
+from c4prep.manifest import build_manifest, read_manifest, write_manifest
+from c4prep.shards import ShardInfo, read_shard, shard_name, write_shard
 from c4prep.tokenization.token_shards import token_batch, token_schema
 from c4prep.tokenization.train_vocab import VocabConfig, train_model, trainer_options
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
@@ -286,6 +289,32 @@ def test_clear_errors(tmp_path, token_dir, index):
         BatchPlan(index.num_samples, 1 << 20, 1, 1 << 20, seed=0)
     with pytest.raises(TokenDataError, match="num_samples=source.size"):
         _batches(index, BatchPlan(index.num_samples - 1, 8, 1, 8, seed=0), 0)
+
+
+def test_token_shards_of_the_ipc_file_format_give_the_same_segments(tmp_path, token_dir, index):
+    """Token shards from before manifest format 4 are the Arrow IPC *file* format: the same batches in that format
+    index and read exactly as the IPC stream shards do (the loader maps both zero-copy: `zero_copy_only`)."""
+    old = tmp_path / "old"
+    old.mkdir()
+    manifest, infos = read_manifest(str(token_dir)), []
+    for shard in manifest.shards:
+        table, path = read_shard(manifest.shard_uri(str(token_dir), shard)), old / shard.name
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            for batch in table.to_batches():  # the stream shard's record batches, one for one
+                writer.write_batch(batch)
+        data = path.read_bytes()
+        assert data.startswith(b"ARROW1")
+        infos.append(ShardInfo(shard.name, shard.num_rows, len(data), hashlib.sha256(data).hexdigest()))
+    write_manifest(str(old), replace(build_manifest(manifest.schema(), infos, config={}, counters={}),
+                                     format_version=3))
+    again = build_sample_index(str(old), "train", SEGMENT, span_lengths, INPUTS, TARGETS, CONCAT)
+    for name in ("segment_shard", "segment_start", "segment_length", "segment_span", "sample_offsets"):
+        assert np.array_equal(getattr(again, name), getattr(index, name)), name
+    assert again.fingerprint != index.fingerprint  # the shards' SHA-256 are part of it
+    for path, mapped in zip(again.shard_paths, index.shard_paths):
+        assert np.array_equal(token_index._shard_values(path)._starts, token_index._shard_values(mapped)._starts)
+    segments = range(0, index.num_segments, 7)
+    assert [read_segment(again, j).tolist() for j in segments] == [read_segment(index, j).tolist() for j in segments]
 
 
 def test_a_shard_that_differs_from_its_manifest_is_refused(tmp_path, token_dir):

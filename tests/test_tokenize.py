@@ -40,7 +40,7 @@ def test_token_shards_equal_direct_encoding(sample_documents, tokens, sample_voc
     manifest, documents = read_manifest(str(tokens)), read_manifest(str(sample_documents))
     for shard, document_shard in zip(manifest.shards, documents.shards, strict=True):
         with pa.memory_map(manifest.shard_uri(str(tokens), shard)) as source:  # plain pyarrow, no c4prep code
-            table = pa.ipc.open_file(source).read_all()
+            table = pa.ipc.open_stream(source).read_all()
         assert table.schema.field("ids").type == pa.list_(pa.uint16())
         assert table.schema.field("length").type == pa.int32() and table.schema.field("url").type == pa.string()
         docs = read_shard(documents.shard_uri(str(sample_documents), document_shard))
@@ -48,6 +48,19 @@ def test_token_shards_equal_direct_encoding(sample_documents, tokens, sample_voc
         expected = [vocab.encode(text) + [vocab.eos_id] for text in docs["text"].to_pylist()]
         assert table["ids"].to_pylist() == expected
         assert table["length"].to_pylist() == [len(ids) for ids in expected]
+
+
+def test_token_shards_open_with_datasets_from_file(tokens):
+    """`datasets.Dataset.from_file` (IPC stream format only) opens a token shard: the ids as `uint16` lists, the rows
+    of c4prep's reader."""
+    datasets = pytest.importorskip("datasets")
+    manifest = read_manifest(str(tokens))
+    for shard in manifest.shards:
+        path = manifest.shard_uri(str(tokens), shard)
+        loaded = datasets.Dataset.from_file(path)
+        assert loaded.num_rows == shard.num_rows > 0
+        assert loaded.features.arrow_schema.field("ids").type == pa.list_(pa.uint16())
+        assert loaded.to_list() == read_shard(path).to_pylist()
 
 
 def test_manifest_links_source_and_vocabulary(sample_documents, tokens, sample_vocab):

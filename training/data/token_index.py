@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from c4prep.manifest import Manifest, ManifestError, ShardEntry, read_manifest
+from c4prep.shard_formats import open_arrow
 from c4prep.shards import ShardIntegrityError, open_verified_shard, resolve_uri
 
 from .encdec_rows import first_fit_groups
@@ -114,15 +115,14 @@ def _document_lengths(path: str, entry: ShardEntry, drop_id: int | None) -> tupl
     if not os.path.isfile(path):
         raise TokenDataError(f"shard {path} listed in the manifest is missing: re-run `c4prep tokenize`")
     try:
-        reader = open_verified_shard(path, entry.num_bytes, entry.sha256)
+        shard = open_verified_shard(path, entry.num_bytes, entry.sha256)
     except ShardIntegrityError as error:
         raise TokenDataError(f"{error}: the shard changed after tokenizing; re-run `c4prep tokenize`") from None
     except pa.ArrowInvalid as error:
         raise TokenDataError(f"shard {path} is not an Arrow file ({error}): re-run `c4prep tokenize`") from None
-    vocab_size = int((reader.schema.metadata or {}).get(b"vocab_size", 0))
+    vocab_size = int((shard.schema.metadata or {}).get(b"vocab_size", 0))
     parts, drops = [], []
-    for b in range(reader.num_record_batches):
-        batch = reader.get_batch(b)
+    for b, batch in enumerate(shard.batches):
         ids = batch.column("ids")
         lengths = batch.column("length").to_numpy().astype(np.int64)  # copies out of the map
         offsets = ids.offsets.to_numpy()
@@ -256,14 +256,14 @@ def build_sample_index(token_dir: str, split: str, segment_length: int,
 
 
 class _ShardValues:
-    """The flat ``ids`` values of one memory-mapped shard, one zero-copy view per record batch."""
+    """The flat ``ids`` values of one memory-mapped shard (either Arrow IPC format), one zero-copy view per record
+    batch: the batches are read once, their buffers stay slices of the map."""
 
     def __init__(self, path: str) -> None:
         self._source = pa.memory_map(path)
-        reader = pa.ipc.open_file(self._source)
         self._views = []
-        for b in range(reader.num_record_batches):
-            ids = reader.get_batch(b).column("ids")
+        for batch in open_arrow(self._source.read_buffer()).batches:
+            ids = batch.column("ids")
             offsets = ids.offsets
             first, last = (offsets[0].as_py(), offsets[-1].as_py()) if len(ids) else (0, 0)
             self._views.append(ids.values.slice(first, last - first).to_numpy(zero_copy_only=True))
