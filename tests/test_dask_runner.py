@@ -1,6 +1,7 @@
 """The C4 pipeline on Beam's DaskRunner against a real Dask cluster: a `dask scheduler` and two single-thread
 `dask worker` processes on loopback. The shards and counters must equal the DirectRunner's on the same input, also
 when a worker process is killed while it runs the job's tasks."""
+import io
 import json
 import os
 import signal
@@ -15,7 +16,9 @@ from typing import NamedTuple
 import pyarrow as pa
 import pytest
 
+from c4prep import progress
 from c4prep.manifest import read_manifest
+from c4prep.pipelines.funnel import format_progress
 from c4prep.pipelines.run_c4 import RunConfig, run_c4
 from c4prep.runner_results import RunnerSetupError
 
@@ -131,7 +134,7 @@ def _shard_tables(folder: Path) -> dict[str, pa.Table]:
     tables = {}
     for path in sorted(folder.glob("data-*/*.arrow")):
         with pa.memory_map(str(path)) as source:
-            tables[path.name] = pa.ipc.open_file(source).read_all()
+            tables[path.name] = pa.ipc.open_stream(source).read_all()
     return tables
 
 
@@ -149,17 +152,27 @@ def _assert_same_output(output: Path, reference: Path) -> None:
     assert len(urls) == len(set(urls)) == sum(split.num_rows for split in reference_manifest.splits.values()) > 50
     assert manifest.counters == reference_manifest.counters
     assert manifest.counters["read-input"] == {"files": NUM_PARTS, "records": 335}
-    assert sorted(path.name for path in output.iterdir()) == ["README.md", manifest.data_dir, "manifest.json"]
+    assert sorted(path.name for path in output.iterdir()) == ["README.md", manifest.data_dir, "funnel.png",
+                                                              "manifest.json"]
 
 
-def test_dask_cluster_gives_the_direct_runner_shards_and_counters(dask_cluster, path_list, direct_output, tmp_path):
+def test_dask_cluster_gives_the_direct_runner_shards_and_counters(dask_cluster, path_list, direct_output, tmp_path,
+                                                                   monkeypatch):
     with distributed.Client(dask_cluster.address) as client:
         executed_before = client.run(lambda dask_worker: dask_worker.state.executed_count)
     output = tmp_path / "dask"
+    monkeypatch.setattr(progress, "REMOTE_POLL_S", 0.1)
+    lines = io.StringIO()
     result = run_c4(RunConfig(output=str(output), path_list=path_list, num_shards=NUM_SHARDS, runner="DaskRunner"),
-                    [f"--dask_client_address={dask_cluster.address}"])
+                    [f"--dask_client_address={dask_cluster.address}"],
+                    progress.ProgressSettings(format_progress, 0.05, lines))
     assert result.funnel.reconciled and result.funnel.pages_in == 335
     _assert_same_output(output, direct_output)
+    # The progress line counts the finished tasks as the scheduler reports them; the last line is the job's total.
+    *live, final = lines.getvalue().splitlines()
+    assert live and all(line.startswith("progress ") for line in live)
+    assert final.startswith("done in ") and f"335 pages read from {NUM_PARTS} files" in final
+    assert f"{result.funnel.pages_out:,} kept; dropped: split-wet-file 0" in final
     with distributed.Client(dask_cluster.address) as client:
         executed_after = client.run(lambda dask_worker: dask_worker.state.executed_count)
     assert sum(executed_after.values()) > sum(executed_before.values())  # the cluster ran the job, not the driver

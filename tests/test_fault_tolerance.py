@@ -94,7 +94,7 @@ def test_worker_killed_while_writing_keeps_the_previous_output(tmp_path, sample,
     _run_and_get_killed(DIE_WHILE_WRITING_A_SHARD, output, sample, NUM_SHARDS)
 
     assert read_manifest(str(output)) == previous_manifest and _digests(output) == previous_digests
-    assert _published(output) == ["README.md", "data-*/train-00000-of-00001.arrow", "manifest.json"]
+    assert _published(output) == ["README.md", "data-*/train-00000-of-00001.arrow", "funnel.png", "manifest.json"]
     (staging,) = [path for path in output.iterdir() if path.name.startswith(".staging-")]
     staged = sorted(path.name for path in staging.iterdir())
     assert any(is_temp_name(name) for name in staged)  # the half-written shard stayed hidden in staging

@@ -5,13 +5,12 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pytest
 from click.testing import CliRunner
 
 from c4prep.beam_runs import INTEGRITY_NAMESPACE, run_to_completion
 from c4prep.cli import main
-from c4prep.manifest import SplitInfo, read_manifest
+from c4prep.manifest import SplitInfo, read_listed_shard, read_manifest
 from c4prep.pipelines import c4_rules
 from c4prep.pipelines.funnel import build_funnel, format_funnel, integrity_errors
 from c4prep.pipelines.run_c4 import DataLossError, RunConfig, bundled_sample, run_c4
@@ -20,9 +19,15 @@ from c4prep.schemas import DOCUMENT_SCHEMA
 SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 
 
-def arrow_dataset(folder: Path) -> ds.Dataset:
+def read_arrow(path) -> pa.Table:
+    """One Arrow shard (an IPC stream), read with plain pyarrow, no c4prep code."""
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_stream(source).read_all()
+
+
+def arrow_table(folder: Path) -> pa.Table:
     """All shards of an output, read with plain pyarrow."""
-    return ds.dataset(sorted(str(path) for path in folder.glob("data-*/*.arrow")), format="arrow")
+    return pa.concat_tables(read_arrow(path) for path in sorted(folder.glob("data-*/*.arrow")))
 
 
 def file_digests(folder: Path) -> dict[str, str]:
@@ -45,7 +50,7 @@ def test_shards_manifest_and_schema(sample_run):
     manifest = read_manifest(str(output))
     names = sorted(path.name for path in output.iterdir())
     expected_shards = [f"train-0000{i}-of-00004.arrow" for i in range(4)]  # the sample has no validation page
-    assert names == ["README.md", manifest.data_dir, "manifest.json"]  # no staging or temp files left
+    assert names == ["README.md", manifest.data_dir, "funnel.png", "manifest.json"]  # no staging or temp files left
     assert manifest.splits["validation"] == SplitInfo(0, 0, 0)  # listed, with no (0-row) shard
     assert sorted(path.name for path in (output / manifest.data_dir).iterdir()) == expected_shards
     assert [shard.name for shard in manifest.shards] == expected_shards
@@ -54,14 +59,27 @@ def test_shards_manifest_and_schema(sample_run):
         path = output / manifest.data_dir / shard.name
         assert path.stat().st_size == shard.num_bytes
         assert hashlib.sha256(path.read_bytes()).hexdigest() == shard.sha256
-        with pa.memory_map(str(path)) as source:  # plain pyarrow, no c4prep code
-            table = pa.ipc.open_file(source).read_all()
+        table = read_arrow(path)  # plain pyarrow, no c4prep code
         assert table.num_rows == shard.num_rows
         assert table.schema.equals(DOCUMENT_SCHEMA)
-    table = arrow_dataset(output).to_table()
+    table = arrow_table(output)
     assert table.num_rows == manifest.splits["train"].num_rows + manifest.splits["validation"].num_rows
     assert table.num_rows == result.funnel.pages_out > 50
     assert len(set(table.column("url").to_pylist())) == table.num_rows
+
+
+def test_arrow_shards_open_with_datasets_from_file(sample_run):
+    """Every Arrow shard of a real run (an IPC stream) opens with `datasets.Dataset.from_file`, which reads only the
+    stream format, with the rows, order and types of c4prep's own checked reader."""
+    datasets = pytest.importorskip("datasets")
+    output, _ = sample_run
+    manifest = read_manifest(str(output))
+    for shard in manifest.shards:
+        loaded = datasets.Dataset.from_file(manifest.shard_uri(str(output), shard))
+        ours = read_listed_shard(str(output), manifest, shard)
+        assert loaded.num_rows == ours.num_rows == shard.num_rows > 0
+        assert loaded.to_list() == ours.to_pylist()
+        assert [field.type for field in loaded.features.arrow_schema] == [field.type for field in DOCUMENT_SCHEMA]
 
 
 def test_counters_reconcile(sample_run):
@@ -111,8 +129,8 @@ def test_a_run_whose_runner_loses_data_writes_nothing(tmp_path, webdata, monkeyp
     run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=1))
     before = file_digests(output)
 
-    def losing(pipeline, options):
-        counters = run_to_completion(pipeline, options)
+    def losing(pipeline, options, progress=None):
+        counters = run_to_completion(pipeline, options, progress)
         owners = counters[INTEGRITY_NAMESPACE]["dedupe-sentences/owners:received"]
         counters[INTEGRITY_NAMESPACE]["dedupe-sentences/owners:received"] = owners - owners // 3
         return counters
@@ -122,8 +140,8 @@ def test_a_run_whose_runner_loses_data_writes_nothing(tmp_path, webdata, monkeyp
         run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2))
     assert file_digests(output) == before
 
-    def losing_pages(pipeline, options):  # the english filter's input misses 2 pages the dedup passed
-        counters = run_to_completion(pipeline, options)
+    def losing_pages(pipeline, options, progress=None):  # the english filter misses 2 pages the dedup passed
+        counters = run_to_completion(pipeline, options, progress)
         counters["english-filter"]["passed"] -= 2
         return counters
 
@@ -132,18 +150,19 @@ def test_a_run_whose_runner_loses_data_writes_nothing(tmp_path, webdata, monkeyp
         run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2))
     assert file_digests(output) == before
     data_dir = read_manifest(str(output)).data_dir
-    assert sorted(path.name for path in output.iterdir()) == ["README.md", data_dir, "manifest.json"]  # no staging
+    assert sorted(path.name for path in output.iterdir()) == ["README.md", data_dir, "funnel.png",
+                                                              "manifest.json"]  # no staging
 
 
 def _all_texts(output: Path) -> list[str]:
-    return arrow_dataset(output).to_table().column("text").to_pylist()
+    return arrow_table(output).column("text").to_pylist()
 
 
 def test_output_documents_obey_the_rules(sample_run):
     output, _ = sample_run
     manifest = read_manifest(str(output))
     for shard in manifest.shards:
-        for row in ds.dataset(manifest.shard_uri(str(output), shard), format="arrow").to_table().to_pylist():
+        for row in read_arrow(manifest.shard_uri(str(output), shard)).to_pylist():
             page = c4_rules.Page(row["url"], c4_rules.normalize_url(row["url"]), row["text"], row["timestamp"],
                                  row["content_type"], row["content_length"])
             assert c4_rules.clean_page(page).page == page  # cleaning is idempotent on its own output
@@ -156,6 +175,7 @@ def test_multi_processing_gives_identical_shards(sample_run, tmp_path, webdata):
     config = RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=4)
     run_c4(config, ["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
     assert file_digests(output) == file_digests(sample_run[0])
+    assert (output / "funnel.png").read_bytes() == (sample_run[0] / "funnel.png").read_bytes()
 
 
 def test_shuffled_duplicated_input_gives_identical_shards(sample_run, tmp_path, webdata):
@@ -177,7 +197,7 @@ def test_rerun_replaces_previous_output(tmp_path, webdata):
     (output / ".staging-crashed-run").mkdir()  # what a crashed run leaves behind
     run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=None))
     data_dir = read_manifest(str(output)).data_dir
-    assert sorted(path.name for path in output.iterdir()) == ["README.md", data_dir, "manifest.json"]
+    assert sorted(path.name for path in output.iterdir()) == ["README.md", data_dir, "funnel.png", "manifest.json"]
     assert sorted(path.name for path in (output / data_dir).iterdir()) == ["train-00000-of-00001.arrow"]
 
 
