@@ -7,7 +7,8 @@ Input: FILES gzipped WET files of the real CC-MAIN-2019-30 sample (335 pages), C
   - `in_memory`: the DirectRunner in one process (the single-process rate every other run is compared with);
   - `multi_processing`: the DirectRunner with `--direct_num_workers=WORKERS` SDK worker processes;
   - `dask`: Beam's DaskRunner against a local Dask cluster of WORKERS processes x 1 thread (`--dask-memory-limit`
-    each), started by this script before the timed run and closed after it.
+    each), started by this script before the timed run and closed after it, one partition per input file.
+Every run gets each file as its own `--input`.
 Each run is a fresh `c4prep run` process, timed from its start to its exit (Beam start-up included). A run's rate per
 core is raw pages/s divided by its workers (1 in memory): the issue's "per core". CPU seconds are the process
 tree's (and the Dask workers'); peak memory is the largest process the driver waited for (`ru_maxrss`) and each
@@ -53,9 +54,10 @@ def shard_rows(output: Path) -> pa.Table:
     return pa.concat_tables(tables)
 
 
-def run_once(kind: str, inputs: str, output: Path, workers: int, dask_memory_limit: str) -> dict:
+def run_once(kind: str, inputs: list[str], output: Path, workers: int, dask_memory_limit: str) -> dict:
     """One timed `c4prep run` of `kind`; wall and CPU seconds of the whole process tree."""
-    command = [sys.executable, "-m", "c4prep", "run", "--input", inputs, "--output", str(output), "--num-shards", "1"]
+    command = [sys.executable, "-m", "c4prep", "run", *(f"--input={path}" for path in inputs), "--output",
+               str(output), "--num-shards", "1"]
     cluster = None
     if kind == "multi_processing":
         command += ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
@@ -64,7 +66,9 @@ def run_once(kind: str, inputs: str, output: Path, workers: int, dask_memory_lim
 
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                memory_limit=dask_memory_limit, dashboard_address=None)
-        command += ["--runner=DaskRunner", f"--dask_client_address={cluster.scheduler_address}"]
+        # one Dask partition per input file: Beam's DaskRunner makes its partitions from the `Create` of the patterns
+        command += ["--runner=DaskRunner", f"--dask_client_address={cluster.scheduler_address}",
+                    f"--dask_npartitions={len(inputs)}"]
     started = time.perf_counter()
     with tempfile.TemporaryFile() as log, WorkerMemory() as sdk_workers:
         process = subprocess.Popen(command, stdout=log, stderr=log)
@@ -103,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(args.workdir or scratch)
         (workdir / "input").mkdir(parents=True, exist_ok=True)
         pages = write_input(workdir / "input", args.files, args.copies)
-        inputs = str(workdir / "input" / "*.warc.wet.gz")
+        inputs = sorted(glob.glob(str(workdir / "input" / "*.warc.wet.gz")))
         reports, reference, same = [], None, True
         for round_number in range(args.rounds):
             for kind in args.runs:

@@ -1,10 +1,13 @@
-"""Cost model: CPU-hours per million raw pages from our measured per-core throughput, beside the reference's figure.
+"""Cost model: CPU-hours per million raw pages from our measured per-core throughput, beside the reference's figure,
+and a projection of one whole dump on N distributed workers of this machine's size.
 
-    python benchmarks/cost_model.py [--dump-pages 2.65e9 2.9e9]
+    python benchmarks/cost_model.py [--dump-pages 2.65e9 2.9e9] [--workers 10 100 1000]
 
-The rates are the rows of benchmarks/RESULTS.md ("C4 `en` pipeline throughput", measured 2026-11-21 on the 2-vCPU
-CI VM with `python benchmarks/bench_c4_pipeline.py --copies 40`). The reference is the T5 README's ~335 CPU-days
-for C4 `en` from one Common Crawl dump on Dataflow (WET download included). Prints a Markdown table.
+The rates are rows of benchmarks/RESULTS.md, each with its date and command: the rules alone and the first version
+("C4 `en` pipeline throughput", 2026-11-21, `bench_c4_pipeline.py --copies 40`), and the default `c4prep run`
+(variant `en`, sentence dedup) in memory and on the DirectRunner with 2 worker processes ("The default pipeline on
+distributed runners", 2026-11-26, `bench_runners.py --files 30 --copies 10`). The reference is the T5 README's
+~335 CPU-days for C4 `en` from one Common Crawl dump on Dataflow (WET download included). Prints Markdown tables.
 """
 from __future__ import annotations
 
@@ -17,11 +20,18 @@ REFERENCE_CPU_DAYS = 335
 # August 2018 2.65 billion, February 2019 2.9 billion.
 DEFAULT_DUMP_PAGES = (2.65e9, 2.9e9)
 MEASURED_RATES = (  # (what was measured, raw pages/s per core)
-    ("rules only, pure functions, 1 core (RESULTS: stage table)", 2029.0),
-    ("`c4prep run`, DirectRunner in_memory, 1 worker, 13,400 pages", 1211.0),
-    ("`c4prep run`, DirectRunner multi_processing, 2 workers, 13,400 pages", 436.0),
+    ("rules only, pure functions, 1 core (2026-11-21)", 2029.0),
+    ("default `c4prep run`, DirectRunner in memory, 100,500 pages (2026-11-26)", 1694.0),
+    ("default `c4prep run`, DirectRunner multi_processing, 2 workers, 100,500 pages (2026-11-26)", 944.0),
     ("first version of the rules: pure-Python langdetect as TFDS, Punkt on every line, 1 core", 218.0),
 )
+# The distributed run the projection scales out: its per-core rate, the cores of one worker machine (this one), and
+# the peak memory each of its 2 SDK worker processes reached on 50,250 pages each (the driver, which holds
+# the DirectRunner's shuffle, reached 4,228 MiB; on Dataflow the shuffle service holds it).
+DISTRIBUTED_RATE = 944.0
+CORES_PER_WORKER = 2
+WORKER_PEAK_MIB = (1969, 2030)
+DEFAULT_WORKERS = (10, 100, 1000)
 
 
 def cpu_hours_per_million_pages(pages_per_second_per_core: float) -> float:
@@ -56,12 +66,35 @@ def cost_table(rates: tuple[tuple[str, float], ...], dump_pages: tuple[float, ..
     return "\n".join(lines)
 
 
+def dump_hours(dump_pages: float, rate_per_core: float, workers: int, cores_per_worker: int) -> float:
+    """Wall-clock hours for a dump on ``workers`` machines of ``cores_per_worker`` cores, each core at the rate."""
+    return dump_pages / (rate_per_core * cores_per_worker * workers) / SECONDS_PER_HOUR
+
+
+def projection_table(dump_pages: float, workers: tuple[int, ...]) -> str:
+    """Markdown: one dump on N workers of this machine's size at the measured distributed rate."""
+    cpu_hours = cpu_hours_per_million_pages(DISTRIBUTED_RATE) * dump_pages / 1e6
+    lines = [f"One dump of {dump_pages / 1e9:g} B raw pages at {DISTRIBUTED_RATE:,.0f} raw pages/s per core "
+             f"({cpu_hours:,.0f} CPU-hours, {cpu_hours / HOURS_PER_DAY:,.0f} CPU-days); workers of "
+             f"{CORES_PER_WORKER} cores, each SDK worker process peaking at {max(WORKER_PEAK_MIB):,} MiB "
+             "on 50,250 pages:", "", "| workers | cores | wall-clock hours | pages per worker |", "|---:|---:|---:|---:|"]
+    for count in workers:
+        lines.append(f"| {count:,} | {count * CORES_PER_WORKER:,} | "
+                     f"{dump_hours(dump_pages, DISTRIBUTED_RATE, count, CORES_PER_WORKER):,.1f} | "
+                     f"{dump_pages / count / 1e6:,.1f} M |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dump-pages", type=float, nargs="+", default=list(DEFAULT_DUMP_PAGES),
                         help="raw pages in one Common Crawl dump (one value or a low and a high)")
+    parser.add_argument("--workers", type=int, nargs="+", default=list(DEFAULT_WORKERS),
+                        help="worker machines of this size for the projection")
     args = parser.parse_args()
     print(cost_table(MEASURED_RATES, tuple(args.dump_pages)))
+    print()
+    print(projection_table(max(args.dump_pages), tuple(args.workers)))
 
 
 if __name__ == "__main__":

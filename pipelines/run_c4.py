@@ -77,6 +77,20 @@ def expand_folders(patterns: list[str]) -> list[str]:
             for pattern in patterns]
 
 
+def one_partition_per_file(patterns: list[str], beam_args: list[str]) -> tuple[list[str], list[str]]:
+    """For the DaskRunner: every input file as its own pattern, and `--dask_npartitions` = the file count unless the
+    Beam options set the partitions already.
+
+    Beam's DaskRunner makes its partitions from the `Create` of the input patterns and never repartitions
+    (`Reshuffle` is a no-op there), so one glob ran the whole input as one task on one worker (100,500 pages: the
+    worker went over its memory limit and was restarted until the job was killed)."""
+    files = sorted({metadata.path for pattern in expand_folders(patterns)
+                    for metadata in FileSystems.match([pattern])[0].metadata_list})
+    if not any(arg.startswith(("--dask_npartitions", "--dask_partition_size")) for arg in beam_args):
+        beam_args = [*beam_args, f"--dask_npartitions={len(files)}"]
+    return files, beam_args
+
+
 def check_inputs(config: RunConfig) -> None:
     """Fail fast, with one clear line, when an input pattern or the path list matches nothing."""
     selections = [config.path_list] if config.path_list else expand_folders(config.inputs)
@@ -111,12 +125,15 @@ def check_publishable(funnel: Funnel, config: RunConfig) -> None:
                         "Check --input, or pass --allow-empty to publish an empty corpus")
 
 
-def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str):
-    """Apply the variant's stages in the reference order; returns the written shard descriptions."""
+def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str,
+                      input_files: list[str] | None = None):
+    """Apply the variant's stages in the reference order; returns the written shard descriptions. `input_files`
+    replaces the input patterns (see `one_partition_per_file`)."""
     variant = config.variant
     pages = (
         pipeline
-        | "ReadInput" >> ReadInputFiles(expand_folders(config.inputs), config.path_list, config.path_prefix)
+        | "ReadInput" >> ReadInputFiles(input_files or expand_folders(config.inputs), config.path_list,
+                                        config.path_prefix)
         | "ParseRecord" >> apply_rule(c4_rules.parse_record)
         | "CheckLength" >> apply_rule(c4_rules.check_length)
     )
@@ -181,10 +198,13 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
     check_runner(config)
     check_inputs(config)
     check_output_folder(config.output)
-    options = pipeline_options(config.runner, list(beam_args or []))
+    beam_args, input_files = list(beam_args or []), None
+    if is_dask_runner(config.runner) and not config.path_list:
+        input_files, beam_args = one_partition_per_file(config.inputs, beam_args)
+    options = pipeline_options(config.runner, beam_args)
     pipeline = new_pipeline(options)
     with staged_output(config.output) as staging:
-        build_c4_pipeline(pipeline, config, staging.uri)
+        build_c4_pipeline(pipeline, config, staging.uri, input_files)
         counters = run_to_completion(pipeline, options, progress)
         funnel = build_funnel(counters)
         check_publishable(funnel, config)

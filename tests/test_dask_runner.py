@@ -19,7 +19,7 @@ import pytest
 from c4prep import progress
 from c4prep.manifest import read_manifest
 from c4prep.pipelines.funnel import format_progress
-from c4prep.pipelines.run_c4 import RunConfig, run_c4
+from c4prep.pipelines.run_c4 import RunConfig, one_partition_per_file, run_c4
 from c4prep.runner_results import RunnerSetupError
 
 distributed = pytest.importorskip("distributed", reason="Dask is not installed: pip install 'apache-beam[dask]'")
@@ -198,8 +198,10 @@ def test_killed_worker_is_recovered_without_lost_or_duplicated_records(dask_clus
     killer = threading.Thread(target=_kill_first_busy_worker, args=(dask_cluster.address, done, killed))
     killer.start()
     try:
-        result = run_c4(RunConfig(output=str(output), inputs=sample_parts, num_shards=NUM_SHARDS, runner="DaskRunner"),
-                        [f"--dask_scheduler_file={dask_cluster.scheduler_file}", f"--dask_npartitions={NUM_PARTS}"])
+        # One glob: c4prep gives each of the NUM_PARTS files its own partition (one_partition_per_file).
+        glob = str(Path(sample_parts[0]).parent / "part-*.warc.wet.gz")
+        result = run_c4(RunConfig(output=str(output), inputs=[glob], num_shards=NUM_SHARDS, runner="DaskRunner"),
+                        [f"--dask_scheduler_file={dask_cluster.scheduler_file}"])
     finally:
         done.set()
         killer.join()
@@ -227,6 +229,17 @@ def test_dask_runner_needs_a_cluster_and_fixed_shards(tmp_path, webdata):
     with pytest.raises(RunnerSetupError, match="DaskRunner needs a running cluster: pass --dask_client_address"):
         run_c4(config)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_each_input_file_is_its_own_dask_partition(tmp_path):
+    for name in ("b.warc.wet.gz", "a.warc.wet.gz", "sub/c.jsonl.gz"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    files, beam_args = one_partition_per_file([str(tmp_path / "*.warc.wet.gz"), str(tmp_path / "sub")], ["--x=1"])
+    assert files == [str(tmp_path / "a.warc.wet.gz"), str(tmp_path / "b.warc.wet.gz"), str(tmp_path / "sub/c.jsonl.gz")]
+    assert beam_args == ["--x=1", "--dask_npartitions=3"]
+    for given in (["--dask_npartitions=8"], ["--dask_partition_size=100"]):  # the user's choice stands
+        assert one_partition_per_file([str(tmp_path / "sub")], given)[1] == given
 
 
 def test_task_counts_sum_per_namespace():
