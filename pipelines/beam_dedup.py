@@ -7,7 +7,7 @@ Shape of both transforms (the per-page functions are the ones the in-memory refe
 
 `DedupSentences` first pairs each page with its Punkt sentences per line (`Prepare`, fused with the upstream
 steps): both branches use that pair, so every page is split once, not once for its claims and again for its removal
-(Punkt is most of this mode's cost), and the sentences travel through the join with the page.
+(Punkt is most of this mode's cost), and the sentences travel through the join in place of the page's text.
 
 Integrity: the claims sent to the combiner and received out of it, and the owners sent to the join and received
 by the pages, are counted in `INTEGRITY_NAMESPACE`; `run_c4` fails the run when a pair differs (a DirectRunner with
@@ -21,6 +21,7 @@ The join is by raw URL; a URL with more than one page raises `dedup.DuplicateUrl
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import apache_beam as beam
@@ -110,8 +111,10 @@ def _key_prepared_by_url(prepared: tuple[Page, Any]) -> tuple[str, tuple[Page, A
 
 
 def _split_page(page: Page) -> tuple[Page, list[list[str]]]:
-    """A page with its Punkt sentences per line, split once for both the claims and the removal."""
-    return page, dedup.sentences_by_line(page)
+    """A page with its Punkt sentences per line, split once for both the claims and the removal. From here on the
+    text travels as its sentences only (the page's `text` is emptied): neither per-page function reads it when it
+    has the sentences, and the join then carries each page's text once instead of twice."""
+    return replace(page, text=""), dedup.sentences_by_line(page)
 
 
 def _split_sentence_claims(prepared: tuple[Page, list[list[str]]]) -> list:
