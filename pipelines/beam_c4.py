@@ -226,9 +226,10 @@ class WriteDocumentShards(beam.PTransform):
                 | "SplitSize" >> beam.CombinePerKey(_sum_pairs)
                 | "ShardCount" >> beam.MapTuple(lambda split, size: (split, num_shards_for(*size)))
             )
-        else:
-            shard_counts = rows.pipeline | "ShardCount" >> beam.Create([(s, self.num_shards) for s in SPLITS])
-        keyed = rows | "AssignShard" >> beam.Map(_assign_shard, counts=beam.pvalue.AsDict(shard_counts))
+            counts = beam.pvalue.AsDict(shard_counts)
+        else:  # a plain argument, not a side input: Beam's DaskRunner computes a side input inside every task
+            counts = {split: self.num_shards for split in SPLITS}
+        keyed = rows | "AssignShard" >> beam.Map(_assign_shard, counts=counts)
         return (keyed | "GroupShards" >> beam.GroupByKey()
                 | "WriteShard" >> beam.ParDo(_WriteShard(self.staging_dir, self.shard_format)))
 
