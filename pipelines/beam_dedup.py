@@ -7,7 +7,9 @@ Shape of both transforms (the per-page functions are the ones the in-memory refe
 
 `DedupSentences` first pairs each page with its Punkt sentences per line (`Prepare`, fused with the upstream
 steps): both branches use that pair, so every page is split once, not once for its claims and again for its removal
-(Punkt is most of this mode's cost), and the sentences travel through the join in place of the page's text.
+(Punkt is most of this mode's cost), and the sentences travel through the join in place of the page's text. Its
+owners send back only the occurrence numbers (the window keys are not needed by the removal); mode `lines` sends
+`(key, occurrence)`.
 
 Integrity: the claims sent to the combiner and received out of it, and the owners sent to the join and received
 by the pages, are counted in `INTEGRITY_NAMESPACE`; `run_c4` fails the run when a pair differs (a DirectRunner with
@@ -85,12 +87,20 @@ class _EmitClaims(beam.DoFn):
         yield from claims
 
 
-class _ToOwner(beam.DoFn):
-    """`(key, (winning claim, claims combined))` -> `(owner url, (key, occurrence))`, counting the claims received
-    and the owners sent to the join."""
+def _key_and_occurrence(key: str, occurrence: int) -> tuple[str, int]:
+    return key, occurrence
 
-    def __init__(self, check: str) -> None:
-        self.check = check
+
+def _occurrence_only(key: str, occurrence: int) -> int:
+    return occurrence
+
+
+class _ToOwner(beam.DoFn):
+    """`(key, (winning claim, claims combined))` -> `(owner url, what the owner's removal needs of the key)`,
+    counting the claims received and the owners sent to the join."""
+
+    def __init__(self, check: str, payload: Callable[[str, int], Any]) -> None:
+        self.check, self.payload = check, payload
 
     def setup(self) -> None:
         self.integrity = CounterCache(INTEGRITY_NAMESPACE)
@@ -99,7 +109,7 @@ class _ToOwner(beam.DoFn):
         key, (claim, combined) = keyed
         self.integrity.inc(f"{self.check}/claims:received", combined)
         self.integrity.inc(f"{self.check}/owners:sent")
-        yield dedup.claim_url(claim), (key, dedup.claim_occurrence(claim))
+        yield dedup.claim_url(claim), self.payload(key, dedup.claim_occurrence(claim))
 
 
 def _key_by_url(page: Page) -> tuple[str, Page]:
@@ -122,14 +132,18 @@ def _split_sentence_claims(prepared: tuple[Page, list[list[str]]]) -> list:
     return dedup.sentence_claims(page, lines)
 
 
-def _remove_unowned_split(prepared: tuple[Page, list[list[str]]], owned, **options) -> Outcome:
+def _remove_unowned_split(prepared: tuple[Page, list[list[str]]], owned: list[int], **options) -> Outcome:
     page, lines = prepared
-    return dedup.remove_unowned_sentences(page, owned.values(), lines=lines, **options)
+    return dedup.remove_unowned_sentences(page, owned, lines=lines, **options)
+
+
+def _remove_unowned_lines(page: Page, owned: list[tuple[str, int]], **options) -> Outcome:
+    return dedup.remove_unowned_lines(page, dict(owned), **options)
 
 
 class _RemoveUnowned(beam.DoFn):
-    """Joined `(url, {"page": [page], "owned": [(key, occurrence), ...]})` -> the page after the removal rule (the
-    joined "page" is the prepared page when the transform has a `prepare` step)."""
+    """Joined `(url, {"page": [page], "owned": [payload, ...]})` -> the page after the removal rule (the joined
+    "page" is the prepared page when the transform has a `prepare` step, a payload what `owned_payload` sends)."""
 
     def __init__(self, remove: Callable[..., Outcome], namespace: str) -> None:
         self.remove = remove
@@ -147,7 +161,7 @@ class _RemoveUnowned(beam.DoFn):
             return
         if len(pages) > 1:
             raise dedup.DuplicateUrlError(f"{len(pages)} pages share the raw URL {url!r}; run URL dedup first")
-        outcome = self.remove(pages[0], dict(owned))
+        outcome = self.remove(pages[0], owned)
         for name, value in outcome.counters.items():
             self.counters.inc(name, value)
         if outcome.page is not None:
@@ -162,13 +176,16 @@ class _OwnershipDedup(beam.PTransform):
     # Optional per-page step run once before both branches (page -> prepared element, e.g. the page with its Punkt
     # sentences); claims, the join and the remover then see the prepared element instead of the page.
     prepare: Callable[[Page], Any] | None = None
+    # What an owned key sends back to its page, from (key, occurrence): only what the remover reads.
+    owned_payload: Callable[[str, int], Any] = _key_and_occurrence
 
     def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES) -> None:
         super().__init__()
         self.min_num_sentences = min_num_sentences
 
-    def remover(self) -> Callable[[Page, dict[str, int]], Outcome]:
-        """The per-page removal function, picklable (a partial of a module-level function)."""
+    def remover(self) -> Callable[[Any, list], Outcome]:
+        """The per-page removal function of a (prepared) page and the payloads of its owned keys, picklable (a
+        partial of a module-level function)."""
         raise NotImplementedError
 
     def expand(self, pages):
@@ -181,7 +198,7 @@ class _OwnershipDedup(beam.PTransform):
             pages
             | "EmitClaims" >> beam.ParDo(_EmitClaims(type(self).claims, self.namespace))
             | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaim())
-            | "ToOwner" >> beam.ParDo(_ToOwner(self.namespace))
+            | "ToOwner" >> beam.ParDo(_ToOwner(self.namespace, type(self).owned_payload))
         )
         keyed_pages = pages | "KeyByUrl" >> beam.Map(key_by_url)
         return (
@@ -198,7 +215,7 @@ class DedupLines(_OwnershipDedup):
     namespace = dedup.LINES_NAMESPACE
 
     def remover(self):
-        return functools.partial(dedup.remove_unowned_lines, min_num_sentences=self.min_num_sentences)
+        return functools.partial(_remove_unowned_lines, min_num_sentences=self.min_num_sentences)
 
 
 class DedupSentences(_OwnershipDedup):
@@ -209,6 +226,7 @@ class DedupSentences(_OwnershipDedup):
     claims = staticmethod(_split_sentence_claims)
     namespace = dedup.SENTENCES_NAMESPACE
     prepare = staticmethod(_split_page)
+    owned_payload = staticmethod(_occurrence_only)  # the removal keeps windows by occurrence number
 
     def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES, tfds_1x_quirk: bool = False) -> None:
         super().__init__(min_num_sentences)
