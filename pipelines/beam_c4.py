@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -101,18 +101,19 @@ def apply_rule(rule: Callable[..., c4_rules.Outcome], **rule_args) -> beam.ParDo
     return beam.ParDo(ApplyRule(rule, c4_rules.NAMESPACES[rule.__name__], **rule_args))
 
 
-class _NewestPage(beam.CombineFn):
-    """Keeps the newest page of a normalised URL and how many pages shared it (associative, order-free)."""
+class _Newest(beam.CombineFn):
+    """Of `(recency key, payload)` inputs sharing a normalised URL, the payload with the greatest key (the page
+    `c4_rules.select_newest_page` keeps) and how many inputs there were (associative, order-free)."""
 
     def create_accumulator(self):
         return (None, 0)
 
-    def add_input(self, accumulator, page: Page):
-        return self.merge_accumulators([accumulator, (page, 1)])
+    def add_input(self, accumulator, keyed_payload):
+        return self.merge_accumulators([accumulator, (keyed_payload, 1)])
 
     def merge_accumulators(self, accumulators):
-        pages = [page for page, _ in accumulators if page is not None]
-        best = c4_rules.select_newest_page(pages) if pages else None
+        candidates = [keyed for keyed, _ in accumulators if keyed is not None]
+        best = max(candidates, key=lambda keyed: keyed[0]) if candidates else None
         return (best, sum(count for _, count in accumulators))
 
     def extract_output(self, accumulator):
@@ -123,24 +124,62 @@ class _CountUrlDuplicates(beam.DoFn):
     def setup(self) -> None:
         self.counters = CounterCache("duplicate-url-filter")
 
-    def process(self, keyed_best) -> Iterator[Page]:
-        _, (page, count) = keyed_best
+    def process(self, keyed_best):
+        _, ((_, payload), count) = keyed_best
         self.counters.inc("passed")
         if count > 1:
             self.counters.inc("filtered", count - 1)
-        yield page
+        yield payload
 
 
 class DedupUrls(beam.PTransform):
-    """One page per normalised URL: the newest, with a deterministic tie-break (see `page_recency_key`)."""
+    """One page per normalised URL: the newest, with a deterministic tie-break (see `page_recency_key`).
+
+    With `clean=True` it is `DedupUrls | clean_page` in one shuffle: each page is cleaned before the shuffle, where
+    it was read, and the shuffle carries the raw page's recency key with the cleaning outcome (no text at all for a
+    page that cleaning drops, cleaned text for the others) instead of the raw page. The winner is still chosen on
+    the raw page, and only the winner's cleaning counters are counted, so the pages and counters are those of
+    cleaning after the dedup; the cost is cleaning the losers of the URL dedup too.
+    """
+
+    def __init__(self, clean: bool = False) -> None:
+        super().__init__()
+        self.clean = clean
 
     def expand(self, pages):
-        return (
+        payload = _clean_outcome if self.clean else _same_page
+        winners = (
             pages
-            | "KeyByUrl" >> beam.Map(lambda page: (page.normalized_url, page))
-            | "NewestPerUrl" >> beam.CombinePerKey(_NewestPage())
+            | "KeyByUrl" >> beam.Map(_keyed_by_url, payload=payload)
+            | "NewestPerUrl" >> beam.CombinePerKey(_Newest())
             | "CountDuplicates" >> beam.ParDo(_CountUrlDuplicates())
         )
+        return winners | "CleanPage" >> beam.ParDo(_CountCleaned()) if self.clean else winners
+
+
+def _keyed_by_url(page: Page, payload: Callable[[Page], Any]) -> tuple[str, tuple[tuple, Any]]:
+    return page.normalized_url, (c4_rules.page_recency_key(page), payload(page))
+
+
+def _same_page(page: Page) -> Page:
+    return page
+
+
+def _clean_outcome(page: Page) -> c4_rules.Outcome:
+    return c4_rules.clean_page(page)
+
+
+class _CountCleaned(beam.DoFn):
+    """A URL winner's cleaning outcome -> its counters under `clean_page`'s namespace, and its page if kept."""
+
+    def setup(self) -> None:
+        self.counters = CounterCache(c4_rules.NAMESPACES["clean_page"])
+
+    def process(self, outcome: c4_rules.Outcome) -> Iterator[Page]:
+        for name, value in outcome.counters.items():
+            self.counters.inc(name, value)
+        if outcome.page is not None:
+            yield outcome.page
 
 
 class JoinWebtextUrls(beam.PTransform):

@@ -141,10 +141,12 @@ def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: s
         path = None if variant.realnews_domains == BUNDLED else variant.realnews_domains
         domains = c4_rules.load_realnews_domains(path)
         pages = pages | "CheckRealnewsDomain" >> apply_rule(c4_rules.check_realnews_domain, allowed=domains)
-    pages = pages | "DedupUrls" >> DedupUrls()
+    # Cleaning rides in the URL dedup's shuffle unless the WebText join must come between them.
+    clean_in_dedup = variant.clean and not variant.webtext_filter
+    pages = pages | "DedupUrls" >> DedupUrls(clean=clean_in_dedup)
     if variant.webtext_filter:
         pages = pages | "JoinWebtextUrls" >> JoinWebtextUrls(variant.webtext_urls)
-    if variant.clean:
+    if variant.clean and not clean_in_dedup:
         pages = pages | "CleanPage" >> apply_rule(c4_rules.clean_page)
     text_dedup = dedup_transform(variant.dedup, c4_rules.MIN_NUM_SENTENCES if variant.clean else 0)
     if text_dedup is not None:
