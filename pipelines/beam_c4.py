@@ -147,39 +147,25 @@ class DedupUrls(beam.PTransform):
         self.clean = clean
 
     def expand(self, pages):
-        payload = _clean_outcome if self.clean else _same_page
+        payload = c4_rules.clean_page if self.clean else _unchanged
         winners = (
             pages
             | "KeyByUrl" >> beam.Map(_keyed_by_url, payload=payload)
             | "NewestPerUrl" >> beam.CombinePerKey(_Newest())
             | "CountDuplicates" >> beam.ParDo(_CountUrlDuplicates())
         )
-        return winners | "CleanPage" >> beam.ParDo(_CountCleaned()) if self.clean else winners
+        if not self.clean:
+            return winners
+        # the winner's cleaning outcome: its counters under clean_page's namespace, its page if kept
+        return winners | "CleanPage" >> beam.ParDo(ApplyRule(_unchanged, c4_rules.NAMESPACES["clean_page"]))
 
 
 def _keyed_by_url(page: Page, payload: Callable[[Page], Any]) -> tuple[str, tuple[tuple, Any]]:
     return page.normalized_url, (c4_rules.page_recency_key(page), payload(page))
 
 
-def _same_page(page: Page) -> Page:
-    return page
-
-
-def _clean_outcome(page: Page) -> c4_rules.Outcome:
-    return c4_rules.clean_page(page)
-
-
-class _CountCleaned(beam.DoFn):
-    """A URL winner's cleaning outcome -> its counters under `clean_page`'s namespace, and its page if kept."""
-
-    def setup(self) -> None:
-        self.counters = CounterCache(c4_rules.NAMESPACES["clean_page"])
-
-    def process(self, outcome: c4_rules.Outcome) -> Iterator[Page]:
-        for name, value in outcome.counters.items():
-            self.counters.inc(name, value)
-        if outcome.page is not None:
-            yield outcome.page
+def _unchanged(element):
+    return element
 
 
 class JoinWebtextUrls(beam.PTransform):
