@@ -86,10 +86,17 @@ class _Terminal(io.StringIO):
         return True
 
 
+def _wait_for(condition, timeout_s: float = 30.0) -> None:
+    """Poll until `condition()` holds: a loaded machine may run the progress thread late, never a test failure."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _watch(stream, interval_s, counters) -> ProgressWatch:
     watch = ProgressWatch(ProgressSettings(format_progress, interval_s, stream), [lambda: counters])
     watch.start()
-    time.sleep(interval_s * 5)
+    _wait_for(lambda: stream.getvalue().count("progress ") >= 2)
     return watch
 
 
@@ -116,7 +123,7 @@ def test_a_failed_job_ends_the_open_terminal_line():
     stream = _Terminal()
     with pytest.raises(RuntimeError):
         with watching(ProgressSettings(format_progress, 0.02, stream)):
-            time.sleep(0.1)
+            _wait_for(lambda: "progress " in stream.getvalue())  # a line is open on the terminal
             raise RuntimeError("the job failed")
     assert stream.getvalue().endswith("\n") and "done in" not in stream.getvalue()
 
@@ -137,7 +144,7 @@ def test_counter_bumps_of_this_process_reach_the_line_live():
         counters = CounterCache("read-input")  # what a DoFn of an in-memory run creates in its setup
         counters.inc("files")
         counters.inc("records", 7)
-        time.sleep(0.15)
+        _wait_for(lambda: "7 pages read from 1 file" in stream.getvalue())
         assert watch.snapshot() == {"read-input": {"files": 1, "records": 7}}
         watch.finish({})
     assert "progress" in stream.getvalue() and "7 pages read from 1 file" in stream.getvalue()
@@ -148,12 +155,15 @@ def test_worker_processes_write_their_tallies_to_the_spool(tmp_path, monkeypatch
     """A worker process started under SPOOL_ENV (as the multi_processing DirectRunner starts them) counts into its
     own tally, which a thread writes to the spool folder every second for the driver to sum."""
     worker = textwrap.dedent("""
-        import time
-        from c4prep.progress import live_tally
+        import os, time
+        from pathlib import Path
+        from c4prep.progress import SPOOL_ENV, live_tally
         tally = live_tally()
         tally.add("read-input", "records", 5)
         tally.add("clean-page", "filtered:empty", 2)
-        time.sleep(1.6)
+        deadline = time.monotonic() + 30  # its thread writes within about a second
+        while not list(Path(os.environ[SPOOL_ENV]).glob(f"{os.getpid()}-*.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
     """)
     env = {**os.environ, SPOOL_ENV: str(tmp_path)}
     for _ in range(2):
