@@ -87,11 +87,11 @@ class _EmitClaims(beam.DoFn):
         yield from claims
 
 
-def _key_and_occurrence(key: str, occurrence: int) -> tuple[str, int]:
+def _key_and_occurrence(key: dedup.Key, occurrence: int) -> tuple[dedup.Key, int]:
     return key, occurrence
 
 
-def _occurrence_only(key: str, occurrence: int) -> int:
+def _occurrence_only(key: dedup.Key, occurrence: int) -> int:
     return occurrence
 
 
@@ -137,7 +137,7 @@ def _remove_unowned_split(prepared: tuple[Page, list[list[str]]], owned: list[in
     return dedup.remove_unowned_sentences(page, owned, lines=lines, **options)
 
 
-def _remove_unowned_lines(page: Page, owned: list[tuple[str, int]], **options) -> Outcome:
+def _remove_unowned_lines(page: Page, owned: list[tuple[dedup.Key, int]], **options) -> Outcome:
     return dedup.remove_unowned_lines(page, dict(owned), **options)
 
 
@@ -177,7 +177,7 @@ class _OwnershipDedup(beam.PTransform):
     # sentences); claims, the join and the remover then see the prepared element instead of the page.
     prepare: Callable[[Page], Any] | None = None
     # What an owned key sends back to its page, from (key, occurrence): only what the remover reads.
-    owned_payload: Callable[[str, int], Any] = _key_and_occurrence
+    owned_payload: Callable[[dedup.Key, int], Any] = _key_and_occurrence
 
     def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES) -> None:
         super().__init__()

@@ -11,7 +11,7 @@
 Both modes have the same two-phase shape, and the in-memory references below and the Beam transforms in
 `beam_dedup.py` share every per-page function; they differ only in how the smallest claim per key is found:
 
-1. each page states its *claims*: `(key, claim)` with `claim = (md5_hex(url), url, occurrence)`, one per distinct
+1. each page states its *claims*: `(key, claim)` with `claim = (md5_digest(url), url, occurrence)`, one per distinct
    key of the page, `occurrence` being the position of the key's first occurrence in the page
    (`line_claims`, `sentence_claims`);
 2. the owner of a key is its smallest claim (`smaller_claim`, an associative and commutative choice: a dict in
@@ -22,7 +22,7 @@ Both modes have the same two-phase shape, and the in-memory references below and
 Ownership is decided over ALL pages entering dedup, before any page is dropped (in this step or later), so text
 whose owner page is dropped vanishes from the corpus (TFDS behaviour, §9a).
 
-Ties: the owner is the page whose raw `url` has the smallest md5 hex (TFDS 3.1.0: "hash before comparison to
+Ties: the owner is the page whose raw `url` has the smallest md5 (TFDS 3.1.0 compares the hex: "hash before comparison to
 avoid biasing by domain"); equal hashes fall back to the URL itself, then to the occurrence, so the choice never
 depends on input order. Pages must have distinct raw URLs — URL dedup upstream keeps one page per normalised URL,
 and equal raw URLs normalise equally — so two pages with the same raw URL are an upstream bug and raise
@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 from typing import Collection, Container, Iterable, Iterator, Mapping, NamedTuple
 
-from .c4_rules import END_MARKS, MIN_NUM_SENTENCES, Outcome, md5_hex
+from .c4_rules import END_MARKS, MIN_NUM_SENTENCES, Outcome, md5_digest
 from .records import Page
 from .sentences import split_sentences
 
@@ -44,8 +44,10 @@ LINES_NAMESPACE = "dedupe-lines"
 SENTENCES_NAMESPACE = "dedupe-sentences"
 WINDOW_SIZE = 3  # sentences per window in `sentences` mode (TFDS 1.x `max_window_size`)
 
-# (md5 hex of the page's raw URL, the raw URL, occurrence of the key in that page); tuples compare in that order.
-Claim = tuple[str, str, int]
+# (md5 of the page's raw URL, the raw URL, occurrence of the key in that page); tuples compare in that order. Keys
+# and URL hashes are 16-byte md5 digests: they order as their hex spellings (TFDS compares hex) in half the bytes.
+Claim = tuple[bytes, str, int]
+Key = bytes  # md5 digest of a line (mode `lines`) or of a window of sentences (mode `sentences`)
 
 
 class DuplicateUrlError(ValueError):
@@ -55,9 +57,9 @@ class DuplicateUrlError(ValueError):
 # ------------------------------------------------------------------------------------------------ ownership
 
 
-def page_rank(page: Page) -> tuple[str, str]:
-    """How pages compete for a key: smallest md5 hex of the raw URL first, the URL itself breaks hash ties."""
-    return (md5_hex(page.url), page.url)
+def page_rank(page: Page) -> tuple[bytes, str]:
+    """How pages compete for a key: smallest md5 of the raw URL first, the URL itself breaks hash ties."""
+    return (md5_digest(page.url), page.url)
 
 
 def smaller_claim(first: Claim | None, second: Claim | None) -> Claim | None:
@@ -77,17 +79,17 @@ def claim_occurrence(claim: Claim) -> int:
     return claim[2]
 
 
-def owned_by_url(owners: Mapping[str, Claim]) -> dict[str, dict[str, int]]:
+def owned_by_url(owners: Mapping[Key, Claim]) -> dict[str, dict[Key, int]]:
     """Invert `key -> winning claim` into `url -> {key: occurrence to keep}`."""
-    owned: dict[str, dict[str, int]] = defaultdict(dict)
+    owned: dict[str, dict[Key, int]] = defaultdict(dict)
     for key, claim in owners.items():
         owned[claim_url(claim)][key] = claim_occurrence(claim)
     return dict(owned)
 
 
-def _first_claims(page: Page, keys: Iterable[str]) -> list[tuple[str, Claim]]:
+def _first_claims(page: Page, keys: Iterable[Key]) -> list[tuple[Key, Claim]]:
     url_md5, url = page_rank(page)
-    firsts: dict[str, int] = {}
+    firsts: dict[Key, int] = {}
     for occurrence, key in enumerate(keys):
         firsts.setdefault(key, occurrence)
     return [(key, (url_md5, url, occurrence)) for key, occurrence in firsts.items()]
@@ -107,7 +109,7 @@ def _check_unique_urls(pages: list[Page]) -> None:
 def _reference(pages: Iterable[Page], claims, remove) -> tuple[list[Page], dict[str, int]]:
     pages = list(pages)
     _check_unique_urls(pages)
-    owners: dict[str, Claim] = {}
+    owners: dict[Key, Claim] = {}
     for page in pages:
         for key, claim in claims(page):
             owners[key] = smaller_claim(owners.get(key), claim)
@@ -130,23 +132,23 @@ def page_lines(page: Page) -> list[str]:
     return page.text.split("\n")
 
 
-def line_key(line: str) -> str:
-    """md5 hex of the stripped, `str.lower()`-ed line (TFDS 2.3.1+; 2.3.0 lowered bytes, ASCII only)."""
-    return md5_hex(line.strip().lower())
+def line_key(line: str) -> Key:
+    """md5 of the stripped, `str.lower()`-ed line (TFDS 2.3.1+; 2.3.0 lowered bytes, ASCII only)."""
+    return md5_digest(line.strip().lower())
 
 
-def line_keys(page: Page) -> list[str]:
+def line_keys(page: Page) -> list[Key]:
     """The key of every line of the page, in order."""
     return [line_key(line) for line in page_lines(page)]
 
 
-def line_claims(page: Page) -> list[tuple[str, Claim]]:
+def line_claims(page: Page) -> list[tuple[Key, Claim]]:
     """One claim per distinct line key of the page; the occurrence is the index of its first line."""
     return _first_claims(page, line_keys(page))
 
 
 def remove_unowned_lines(
-    page: Page, owned: Container[str], min_num_sentences: int = MIN_NUM_SENTENCES
+    page: Page, owned: Container[Key], min_num_sentences: int = MIN_NUM_SENTENCES
 ) -> Outcome:
     """TFDS 3.1.0's per-page step of line dedup, given the line keys this page owns (a set, or the `{key: first
     line index}` that ownership yields: the owner always keeps the first occurrence of its line).
@@ -164,7 +166,7 @@ def remove_unowned_lines(
     lines = page_lines(page)
     counters: Counter[str] = Counter({"line-in": len(lines)})
     kept: list[str] = []
-    seen: set[str] = set()
+    seen: set[Key] = set()
     for line in lines:
         key = line_key(line)
         if key not in owned:
@@ -209,7 +211,7 @@ def dedup_lines_reference(
 class Window(NamedTuple):
     """One occurrence of a sentence window: `size` sentences of line `line` from sentence `start` on."""
 
-    key: str
+    key: Key
     line: int
     start: int
     size: int
@@ -220,12 +222,12 @@ def sentences_by_line(page: Page) -> list[list[str]]:
     return [split_sentences(line) for line in page.text.splitlines()]
 
 
-def window_key(sentences: Iterable[str]) -> str:
-    """md5 hex of the lowercased sentences joined by NUL (the TFDS 1.x key is the lowercased tuple itself; a NUL
+def window_key(sentences: Iterable[str]) -> Key:
+    """md5 of the lowercased sentences joined by NUL (the TFDS 1.x key is the lowercased tuple itself; a NUL
     inside a sentence could make two tuples share a key, which web text after WET parsing does not have).
     Sentences are not stripped: Punkt keeps a line's leading whitespace in its first sentence, as in TFDS, and
     clean_page has stripped every line before dedup anyway."""
-    return md5_hex("\x00".join(sentence.lower() for sentence in sentences))
+    return md5_digest("\x00".join(sentence.lower() for sentence in sentences))
 
 
 def line_windows(sentences: list[str], size: int = WINDOW_SIZE) -> Iterator[tuple[int, int]]:
@@ -252,7 +254,7 @@ def sentence_windows(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[Wi
     ]
 
 
-def sentence_claims(page: Page, lines: list[list[str]] | None = None) -> list[tuple[str, Claim]]:
+def sentence_claims(page: Page, lines: list[list[str]] | None = None) -> list[tuple[Key, Claim]]:
     """One claim per distinct window key of the page; the occurrence is that of its first window. `lines` is the
     page's `sentences_by_line` when the caller has it already (Punkt is the cost of this mode: split once)."""
     if lines is None:

@@ -20,7 +20,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from c4prep.beam_runs import INTEGRITY_NAMESPACE
 from c4prep.pipelines import c4_rules
 from c4prep.pipelines.beam_dedup import DedupLines, DedupSentences, SmallestClaim, dedup_transform
-from c4prep.pipelines.c4_rules import md5_hex, normalize_url
+from c4prep.pipelines.c4_rules import md5_digest, md5_hex, normalize_url
 from c4prep.pipelines.dedup import (
     DEDUP_MODES,
     DuplicateUrlError,
@@ -222,7 +222,7 @@ def test_worked_example_md5_prefixes():
     prefixes = {url: md5_hex(url)[:6] for url in WORKED_EXAMPLE}
     assert prefixes == {"url/1-0": "0ce17f", "url/2-1": "460f65", "url/3-4": "a1e092", "url/4-4": "f4a0b3"}
     keys = {line_key(line) for text in WORKED_EXAMPLE.values() for line in text.split("\n") if "duplicated" in line}
-    assert keys == {md5_hex("this is a duplicated line.")}
+    assert {key.hex() for key in keys} == {md5_hex("this is a duplicated line.")}  # keys are md5 digests
 
 
 def test_worked_example_reference_both_modes():
@@ -264,9 +264,10 @@ def test_worked_example_beam(tmp_path):
 
 
 def test_line_key_strips_and_lowers_unicode():
-    assert line_key("  Ça VA très BIEN.\t") == line_key("ça va très bien.") == md5_hex("ça va très bien.")
+    assert line_key("  Ça VA très BIEN.\t") == line_key("ça va très bien.")
+    assert line_key("ça va très bien.").hex() == md5_hex("ça va très bien.")
     assert line_key("STRASSE.") != line_key("straße.")  # str.lower, not casefold
-    assert line_key("ΣΟΦΊΑ.") == md5_hex("ΣΟΦΊΑ.".lower())
+    assert line_key("ΣΟΦΊΑ.").hex() == md5_hex("ΣΟΦΊΑ.".lower())
 
 
 def test_remove_unowned_lines_counters_and_empty_page():
@@ -297,7 +298,7 @@ def test_sentence_windows_shapes_and_end_marks():
     page = make_page("http://w.example/", "Alpha one. Beta two. Gamma three. Delta four.\nEpsilon five. Zeta six.")
     windows = sentence_windows(sentences_by_line(page))
     assert [(w.line, w.start, w.size) for w in windows] == [(0, 0, 3), (0, 1, 3), (1, 0, 2)]
-    assert windows[0].key == md5_hex("alpha one.\x00beta two.\x00gamma three.")
+    assert windows[0].key.hex() == md5_hex("alpha one.\x00beta two.\x00gamma three.")
     claims = sentence_claims(page)
     assert [claim[1:] for _, claim in claims] == [(page.url, 0), (page.url, 1), (page.url, 2)]
 
@@ -662,3 +663,9 @@ def test_hot_line_shared_by_5000_pages(tmp_path):
     reference, reference_counters = dedup_lines_reference(pages)
     assert_same(list(out.values()), reference)
     assert counters == reference_counters
+
+
+def test_md5_digests_order_pages_as_tfds_hex_does():
+    """Dedup ships 16-byte digests; TFDS compares hex strings. Both give the same order, so the same owners."""
+    urls = [f"http://order.example/{i}" for i in range(2000)]
+    assert sorted(urls, key=md5_digest) == sorted(urls, key=md5_hex)
