@@ -19,7 +19,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, watching
-from c4prep.runner_results import RunnerSetupError, sum_counters
+from c4prep.runner_results import RunnerSetupError, merge_counters
 
 TOPIC = "c4prep-task-counters"
 WORKER_PLUGIN = "c4prep-report-task-counters"
@@ -79,8 +79,7 @@ def _finished_task_counts(client: distributed.Client, collector: str) -> Counter
 
 def sum_task_counts(reports: Iterable[TaskCounts]) -> Counters:
     """Per-task counts summed into job counters: namespace -> name -> value, sorted."""
-    return sum_counters((namespace, name, value) for report in reports
-                        for namespace, names in report.items() for name, value in names.items())
+    return merge_counters(*reports)
 
 
 def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> Counters:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TextIO
 
 from c4prep.manifest import Counters
-from c4prep.runner_results import sum_counters
+from c4prep.runner_results import merge_counters, sum_counters
 
 LOGGER = logging.getLogger(__name__)
 
@@ -134,19 +134,13 @@ def live_tally() -> LiveTally | None:
 
 def read_spool(spool_dir: str) -> Counters:
     """The sum of the tallies that worker processes wrote to ``spool_dir``."""
-    counts = []
+    tallies = []
     for path in Path(spool_dir).glob("*.json"):
         try:
-            counters = json.loads(path.read_text(encoding="utf-8"))
+            tallies.append(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
             continue
-        counts += [(namespace, name, value) for namespace, names in counters.items() for name, value in names.items()]
-    return sum_counters(counts)
-
-
-def merge_counters(*parts: Counters) -> Counters:
-    return sum_counters((namespace, name, value) for part in parts
-                        for namespace, names in part.items() for name, value in names.items())
+    return merge_counters(*tallies)
 
 
 class Throttled:

@@ -24,6 +24,12 @@ def sum_counters(counts: Iterable[tuple[str, str, int]]) -> Counters:
     return {namespace: dict(sorted(names.items())) for namespace, names in sorted(counters.items())}
 
 
+def merge_counters(*parts: Counters) -> Counters:
+    """Several sets of counters (namespace -> name -> value) summed into one, sorted."""
+    return sum_counters((namespace, name, value) for part in parts
+                        for namespace, names in part.items() for name, value in names.items())
+
+
 def collect_counters(result) -> Counters:
     """A finished Beam job's counters (from its ``PipelineResult``) summed over steps: namespace -> name -> value."""
     return sum_counters(

@@ -158,17 +158,18 @@ def format_input_problems(funnel: Funnel) -> str:
             "logged above and counted under 'read-input' in the manifest")
 
 
-def stage_drops(counters: Counters) -> dict[str, int]:
+def _stage_drops(funnel: Funnel) -> dict[str, int]:
     """Pages dropped so far by each page stage that has counters, in pipeline order."""
-    return {namespace: sum(n for name, n in counters[namespace].items() if is_page_drop(name))
-            for namespace, _ in PAGE_STAGES if counters.get(namespace)}
+    return {stage.namespace: sum(stage.dropped.values()) for stage in funnel.stages}
+
+
+def _kept(funnel: Funnel, pages_read: int, done: bool) -> int:
+    return funnel.pages_out if done else pages_read - sum(_stage_drops(funnel).values())
 
 
 def pages_kept_so_far(counters: Counters, done: bool = False) -> int:
     """Pages read and not dropped (yet) by any stage; ``done``: the pages written."""
-    if done:
-        return sum(n for name, n in counters.get(WRITE_NAMESPACE, {}).items() if name.startswith("examples:"))
-    return counters.get(READ_NAMESPACE, {}).get("records", 0) - sum(stage_drops(counters).values())
+    return _kept(build_funnel(counters), counters.get(READ_NAMESPACE, {}).get("records", 0), done)
 
 
 def format_progress(counters: Counters, elapsed_s: float, done: bool = False) -> str:
@@ -178,11 +179,11 @@ def format_progress(counters: Counters, elapsed_s: float, done: bool = False) ->
     ``done``: the run's final line ("done in ...", from its final counters)."""
     if not counters:
         return f"progress {format_elapsed(elapsed_s)}: running, no counters reported yet"
-    read = counters.get(READ_NAMESPACE, {})
-    pages, files = read.get("records", 0), read.get("files", 0)
+    funnel = build_funnel(counters)
+    pages, files = counters.get(READ_NAMESPACE, {}).get("records", 0), funnel.input_files
     rate = pages / elapsed_s if elapsed_s > 0 else 0.0
     line = (f"{'done in' if done else 'progress'} {format_elapsed(elapsed_s)}: {pages:,} pages read from {files:,} "
-            f"file{'' if files == 1 else 's'} ({rate:,.1f} pages/s), {pages_kept_so_far(counters, done):,} kept"
+            f"file{'' if files == 1 else 's'} ({rate:,.1f} pages/s), {_kept(funnel, pages, done):,} kept"
             f"{'' if done else ' so far'}")
-    drops = ", ".join(f"{namespace} {count:,}" for namespace, count in stage_drops(counters).items())
+    drops = ", ".join(f"{namespace} {count:,}" for namespace, count in _stage_drops(funnel).items())
     return f"{line}; dropped: {drops}" if drops else line
