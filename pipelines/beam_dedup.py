@@ -99,7 +99,7 @@ class _ToOwner(beam.DoFn):
     """`(key, (winning claim, claims combined))` -> `(owner url, what the owner's removal needs of the key)`,
     counting the claims received and the owners sent to the join."""
 
-    def __init__(self, check: str, payload: Callable[[str, int], Any]) -> None:
+    def __init__(self, check: str, payload: Callable[[dedup.Key, int], Any]) -> None:
         self.check, self.payload = check, payload
 
     def setup(self) -> None:

@@ -22,12 +22,12 @@ Both modes have the same two-phase shape, and the in-memory references below and
 Ownership is decided over ALL pages entering dedup, before any page is dropped (in this step or later), so text
 whose owner page is dropped vanishes from the corpus (TFDS behaviour, §9a).
 
-Ties: the owner is the page whose raw `url` has the smallest md5 (TFDS 3.1.0 compares the hex: "hash before comparison to
-avoid biasing by domain"); equal hashes fall back to the URL itself, then to the occurrence, so the choice never
-depends on input order. Pages must have distinct raw URLs — URL dedup upstream keeps one page per normalised URL,
-and equal raw URLs normalise equally — so two pages with the same raw URL are an upstream bug and raise
-`DuplicateUrlError` (in the reference and in Beam, where TFDS asserted the same) rather than silently letting both
-copies keep the text they "own".
+Ties: the owner is the page whose raw `url` has the smallest md5 (TFDS 3.1.0 compares the hex: "hash before
+comparison to avoid biasing by domain"); equal hashes fall back to the URL itself, then to the occurrence, so the
+choice never depends on input order. Pages must have distinct raw URLs — URL dedup upstream keeps one page per
+normalised URL, and equal raw URLs normalise equally — so two pages with the same raw URL are an upstream bug and
+raise `DuplicateUrlError` (in the reference and in Beam, where TFDS asserted the same) rather than silently letting
+both copies keep the text they "own".
 """
 from __future__ import annotations
 
@@ -243,7 +243,8 @@ def line_windows(sentences: list[str], size: int = WINDOW_SIZE) -> Iterator[tupl
 def window_spans(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[tuple[int, int, int]]:
     """`(line, start, size)` of every window occurrence of a page (from `sentences_by_line`), in page order: its
     position in this list is the occurrence number that claims and ownership refer to."""
-    return [(line, start, width) for line, sentences in enumerate(lines) for start, width in line_windows(sentences, size)]
+    return [(line, start, width)
+            for line, sentences in enumerate(lines) for start, width in line_windows(sentences, size)]
 
 
 def sentence_windows(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[Window]:

@@ -16,7 +16,6 @@ of the sentence dedup's cost, runs about 2.3x faster. Only the patterns Punkt ex
 from __future__ import annotations
 
 import functools
-import re
 
 import regex
 from nltk.tokenize.punkt import PunktLanguageVars, PunktParameters, PunktSentenceTokenizer, PunktToken
@@ -24,9 +23,7 @@ from nltk.tokenize.punkt import PunktLanguageVars, PunktParameters, PunktSentenc
 
 def untimed(pattern):
     """NLTK's pattern without the `nltk.redos` time-limit wrapper: the same source and flags compiled by the same
-    engine (`regex`). A plain `re` pattern (NLTK < 3.10 has no wrapper) is returned as it is."""
-    if isinstance(pattern, re.Pattern):
-        return pattern
+    engine (`regex`)."""
     return regex.compile(pattern.pattern, pattern.flags)
 
 
