@@ -17,12 +17,14 @@ import distributed
 from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
+from c4prep.dask_memory import DeepSizes, releasing_bundle_outputs
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, watching
 from c4prep.runner_results import RunnerSetupError, merge_counters
 
 TOPIC = "c4prep-task-counters"
 WORKER_PLUGIN = "c4prep-report-task-counters"
+SIZES_PLUGIN = "c4prep-deep-sizes"
 RUNNING_STATES = ("executing", "long-running")
 
 TaskCounts = dict[str, dict[str, int]]  # namespace -> name -> value
@@ -85,7 +87,7 @@ def sum_task_counts(reports: Iterable[TaskCounts]) -> Counters:
 def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> Counters:
     """Run the job on the Dask cluster named by the options and return its counters, each task counted once.
 
-    With ``progress``, the progress line counts the tasks that have finished so far (asked from the scheduler at
+    Worker memory stays bounded by Dask's spilling (see `dask_memory`). With ``progress``, the progress line counts the tasks that have finished so far (asked from the scheduler at
     most every `REMOTE_POLL_S` seconds): a task is a whole partition of a stage, so the numbers move in steps."""
     client_options = options.view_as(DaskOptions).get_all_options(drop_default=True, current_only=True)
     for bag_option in ("npartitions", "partition_size"):  # as Beam's DaskRunner builds its own client
@@ -97,10 +99,12 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
     with distributed.Client(**client_options) as client:
         client.register_plugin(CollectTaskCounters(), name=collector)
         client.register_plugin(ReportTaskCounters(), name=WORKER_PLUGIN)
+        client.register_plugin(DeepSizes(), name=SIZES_PLUGIN)
         finished_tasks = partial(_finished_task_counts, client, collector)
         try:
             with watching(progress) as watch:
-                result = pipeline.run()
+                with releasing_bundle_outputs():
+                    result = pipeline.run()
                 watch.add_source(Throttled(finished_tasks))
                 try:
                     result.wait_until_finish()
@@ -111,4 +115,5 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
             return counters
         finally:
             client.unregister_worker_plugin(WORKER_PLUGIN)
+            client.unregister_worker_plugin(SIZES_PLUGIN)
             client.unregister_scheduler_plugin(collector)
