@@ -40,6 +40,11 @@ on the same pages and compares counters (only for small N: the reference holds e
     python benchmarks/bench_dedup_scale.py --pages 10000 --check
     python benchmarks/bench_dedup_scale.py --pages 10000 50000 100000 --pages-per-worker 5000
     python benchmarks/bench_dedup_scale.py --runner dask --pages 10000 100000 1000000 --modes shuffle lines
+    python benchmarks/bench_dedup_scale.py --runner dask --pages 100000 300000 --modes lines sentences \
+        --dask-memory-limit 2GiB --dask-memory-fractions 0.5 0.9 0.95 --run-timeout 900
+
+``--dask-memory-fractions`` sets Dask's worker thresholds (target, spill, pause; Dask's defaults are 0.6, 0.7,
+0.8 of the limit) and ``--run-timeout`` kills a run that has not finished, so a stall is reported, not waited for.
 """
 from __future__ import annotations
 
@@ -200,7 +205,8 @@ def shuffle_only():
             | beam.FlatMap(lambda url_pages: url_pages[1]))
 
 
-def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_memory_limit: str) -> dict:
+def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_memory_limit: str,
+            dask_memory_fractions: list[float] | None = None) -> dict:
     """One measured run in this process."""
     import apache_beam as beam
 
@@ -214,8 +220,12 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
                             "shuffle": (shuffle_only, NAMESPACE)}[mode]
     cluster = None
     if runner == "dask":
+        import dask
         from distributed import LocalCluster
 
+        if dask_memory_fractions:  # the worker processes inherit this process's Dask configuration
+            dask.config.set({f"distributed.worker.memory.{name}": fraction
+                             for name, fraction in zip(("target", "spill", "pause"), dask_memory_fractions)})
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                memory_limit=dask_memory_limit, dashboard_address=None)
         options = pipeline_options("DaskRunner", [f"--dask_client_address={cluster.scheduler_address}",
@@ -247,7 +257,8 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
     counters = {**collected.get(namespace, {}), **collected.get(NAMESPACE, {})}
     report = {
         "pages": pages, "mode": mode, "runner": runner, "workers": workers,
-        **({"dask_memory_limit": dask_memory_limit} if runner == "dask" else {}),
+        **({"dask_memory_limit": dask_memory_limit, "dask_memory_fractions": dask_memory_fractions}
+           if runner == "dask" else {}),
         "seconds": round(seconds, 1), "cpu_seconds": round(cpu_seconds() - cpu, 1),
         "pages_per_second": round(pages / seconds),
         "runner_peak_rss_mib": round(peak_rss_mib(), 1),
@@ -281,12 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare counters with the in-memory reference")
     parser.add_argument("--runner", choices=("direct", "dask"), default="direct")
     parser.add_argument("--dask-memory-limit", default="1.5GiB", help="per Dask worker (it spills past 60-70%%)")
+    parser.add_argument("--dask-memory-fractions", type=float, nargs=3, metavar=("TARGET", "SPILL", "PAUSE"),
+                        help="Dask's worker memory thresholds (default 0.6 0.7 0.8 of the limit)")
+    parser.add_argument("--run-timeout", type=float, help="seconds; a run still going then is killed and reported")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.child:
         print(json.dumps(run_one(args.pages[0], args.modes[0], args.workers, args.check, args.runner,
-                                 args.dask_memory_limit)), flush=True)
+                                 args.dask_memory_limit, args.dask_memory_fractions)), flush=True)
         return 0
 
     if args.pages_per_worker is not None and (args.runner != "direct" or args.pages_per_worker < 1):
@@ -297,8 +311,15 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes:
             command = [sys.executable, os.path.abspath(__file__), "--child", "--pages", str(pages), "--modes", mode,
                        "--workers", str(workers), "--runner", args.runner,
-                       "--dask-memory-limit", args.dask_memory_limit, *(["--check"] if args.check else [])]
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
+                       "--dask-memory-limit", args.dask_memory_limit, *(["--check"] if args.check else []),
+                       *(["--dask-memory-fractions", *map(str, args.dask_memory_fractions)]
+                         if args.dask_memory_fractions else [])]
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=args.run_timeout)
+            except subprocess.TimeoutExpired:
+                reports.append({"pages": pages, "mode": mode, "workers": workers, "killed_after_s": args.run_timeout})
+                print(json.dumps(reports[-1]), flush=True)
+                continue
             if done.returncode:
                 sys.stderr.write(done.stderr[-4000:])
                 return done.returncode
@@ -307,7 +328,9 @@ def main(argv: list[str] | None = None) -> int:
 
     direct_workers = (f"ceil(N / {args.pages_per_worker}) workers" if args.pages_per_worker
                       else f"{args.workers} workers")
-    engine = (f"DaskRunner, local cluster, {args.workers} workers x 1 thread, {args.dask_memory_limit} each"
+    fractions = (f", memory target/spill/pause {'/'.join(map(str, args.dask_memory_fractions))}"
+                 if args.dask_memory_fractions else "")
+    engine = (f"DaskRunner, local cluster, {args.workers} workers x 1 thread, {args.dask_memory_limit} each{fractions}"
               if args.runner == "dask" else f"DirectRunner multi_processing, {direct_workers}")
     print(f"\nMachine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; {engine}; "
           f"load average at end {os.getloadavg()}\n")
@@ -315,13 +338,18 @@ def main(argv: list[str] | None = None) -> int:
           "pages out |")
     print("|---:|---|---:|---:|---:|---:|---:|---|---:|")
     for r in reports:
+        if "killed_after_s" in r:
+            print(f"| {r['pages']:,} | {r['mode']} | {r['workers']} | killed after {r['killed_after_s']:g} s, unfinished "
+                  "| | | | | |")
+            continue
         print(f"| {r['pages']:,} | {r['mode']} | {r['workers']} | {r['seconds']} | {r['cpu_seconds']} | "
               f"{r['pages_per_second']:,} | {r['runner_peak_rss_mib']} | {worker_memory(r['worker_peak_rss_mib'])} | "
               f"{r['counters'].get('pages-out', 0):,} |")
     for r in reports:
-        for error in r["integrity_errors"]:
+        for error in r.get("integrity_errors", []):
             print(f"RUNNER LOST DATA at {r['pages']:,} pages, {r['mode']}, {r['workers']} workers: {error}")
-    return 0 if all(r.get("matches_reference", True) and not r["integrity_errors"] for r in reports) else 1
+    finished = all("killed_after_s" not in r for r in reports)
+    return 0 if finished and all(r.get("matches_reference", True) and not r["integrity_errors"] for r in reports) else 1
 
 
 if __name__ == "__main__":

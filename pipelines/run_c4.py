@@ -77,29 +77,32 @@ def expand_folders(patterns: list[str]) -> list[str]:
             for pattern in patterns]
 
 
-def one_partition_per_file(patterns: list[str], beam_args: list[str]) -> tuple[list[str], list[str]]:
-    """For the DaskRunner: every input file as its own pattern, and `--dask_npartitions` = the file count unless the
-    Beam options set the partitions already.
+def one_partition_per_file(files: list[str], beam_args: list[str]) -> list[str]:
+    """For the DaskRunner: `--dask_npartitions` = the input file count added to the Beam options, unless they set
+    the partitions already (the job then reads each file of `check_inputs` as its own pattern).
 
     Beam's DaskRunner makes its partitions from the `Create` of the input patterns and never repartitions
     (`Reshuffle` is a no-op there), so one glob ran the whole input as one task on one worker (100,500 pages: the
     worker went over its memory limit and was restarted until the job was killed)."""
-    files = sorted({metadata.path for pattern in expand_folders(patterns)
-                    for metadata in FileSystems.match([pattern])[0].metadata_list})
-    if not any(arg.startswith(("--dask_npartitions", "--dask_partition_size")) for arg in beam_args):
-        beam_args = [*beam_args, f"--dask_npartitions={len(files)}"]
-    return files, beam_args
+    if any(arg.startswith(("--dask_npartitions", "--dask_partition_size")) for arg in beam_args):
+        return beam_args
+    return [*beam_args, f"--dask_npartitions={len(files)}"]
 
 
-def check_inputs(config: RunConfig) -> None:
-    """Fail fast, with one clear line, when an input pattern or the path list matches nothing."""
+def check_inputs(config: RunConfig) -> list[str]:
+    """Fail fast, with one clear line, when an input pattern or the path list matches nothing; the files the input
+    patterns match, sorted and each once (none for a path list, which the job reads itself)."""
     selections = [config.path_list] if config.path_list else expand_folders(config.inputs)
     if not selections:
         raise InputError("no input given: pass --input PATTERN (repeatable) or --input-list FILE")
+    files = set()
     for pattern in selections:
-        if not FileSystems.match([pattern])[0].metadata_list:
+        matched = FileSystems.match([pattern])[0].metadata_list
+        if not matched:
             raise InputError(f"input not found: {pattern!r} matches no file; check the path or glob (a folder "
                              "of a remote filesystem ends in '/')")
+        files.update(metadata.path for metadata in matched)
+    return [] if config.path_list else sorted(files)
 
 
 def check_publishable(funnel: Funnel, config: RunConfig) -> None:
@@ -198,11 +201,11 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
     after it: a driver killed between the two leaves the previous run's plot beside the new manifest until the next
     run. The plot is not a shard: the manifest and the dataset card do not list it."""
     check_runner(config)
-    check_inputs(config)
+    files = check_inputs(config)
     check_output_folder(config.output)
     beam_args, input_files = list(beam_args or []), None
     if is_dask_runner(config.runner) and not config.path_list:
-        input_files, beam_args = one_partition_per_file(config.inputs, beam_args)
+        input_files, beam_args = files, one_partition_per_file(files, beam_args)
     options = pipeline_options(config.runner, beam_args)
     pipeline = new_pipeline(options)
     with staged_output(config.output) as staging:

@@ -19,7 +19,7 @@ import pytest
 from c4prep import progress
 from c4prep.manifest import read_manifest
 from c4prep.pipelines.funnel import format_progress
-from c4prep.pipelines.run_c4 import RunConfig, one_partition_per_file, run_c4
+from c4prep.pipelines.run_c4 import RunConfig, check_inputs, one_partition_per_file, run_c4
 from c4prep.runner_results import RunnerSetupError
 
 distributed = pytest.importorskip("distributed", reason="Dask is not installed: pip install 'apache-beam[dask]'")
@@ -235,11 +235,12 @@ def test_each_input_file_is_its_own_dask_partition(tmp_path):
     for name in ("b.warc.wet.gz", "a.warc.wet.gz", "sub/c.jsonl.gz"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_bytes(b"")
-    files, beam_args = one_partition_per_file([str(tmp_path / "*.warc.wet.gz"), str(tmp_path / "sub")], ["--x=1"])
+    config = RunConfig(output=str(tmp_path / "out"), inputs=[str(tmp_path / "*.warc.wet.gz"), str(tmp_path / "sub")])
+    files = check_inputs(config)
     assert files == [str(tmp_path / "a.warc.wet.gz"), str(tmp_path / "b.warc.wet.gz"), str(tmp_path / "sub/c.jsonl.gz")]
-    assert beam_args == ["--x=1", "--dask_npartitions=3"]
+    assert one_partition_per_file(files, ["--x=1"]) == ["--x=1", "--dask_npartitions=3"]
     for given in (["--dask_npartitions=8"], ["--dask_partition_size=100"]):  # the user's choice stands
-        assert one_partition_per_file([str(tmp_path / "sub")], given)[1] == given
+        assert one_partition_per_file(files, given) == given
 
 
 def test_task_counts_sum_per_namespace():
