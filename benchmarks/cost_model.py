@@ -25,7 +25,7 @@ MEASURED_RATES = (  # (what was measured, raw pages/s per core)
     ("rules only, pure functions, 1 core (2026-11-21)", 2029.0),
     ("default `c4prep run`, DirectRunner in memory, 100,500 pages (2026-11-26)", 1870.0),
     ("default `c4prep run`, DirectRunner multi_processing, 2 workers, 100,500 pages (2026-11-26)", 1315.0),
-    ("default `c4prep run`, Beam's DaskRunner, 2 workers, 100,500 pages (2026-11-26)", 513.0),
+    ("default `c4prep run`, Beam's DaskRunner, 2 workers, 100,500 pages (2026-11-26)", 867.0),
     ("first version of the rules: pure-Python langdetect as TFDS, Punkt on every line, 1 core", 218.0),
 )
 # The distributed run the projection scales out: its per-core rate, the cores of one worker machine (this one), and

@@ -17,7 +17,7 @@ import distributed
 from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
-from c4prep.dask_memory import DeepSizes, releasing_bundle_outputs
+from c4prep.dask_workarounds import DeepSizes, LiftCombiners, releasing_bundle_outputs
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, watching
 from c4prep.runner_results import RunnerSetupError, merge_counters
@@ -87,8 +87,10 @@ def sum_task_counts(reports: Iterable[TaskCounts]) -> Counters:
 def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> Counters:
     """Run the job on the Dask cluster named by the options and return its counters, each task counted once.
 
-    Worker memory stays bounded by Dask's spilling (see `dask_memory`). With ``progress``, the progress line counts the tasks that have finished so far (asked from the scheduler at
-    most every `REMOTE_POLL_S` seconds): a task is a whole partition of a stage, so the numbers move in steps."""
+    The job runs with c4prep's workarounds for Beam's DaskRunner (`dask_workarounds`): combiners lifted, bundle
+    outputs released and `finish_bundle` outputs kept, elements sized for spilling. With ``progress``, the progress line
+    counts the tasks that have finished so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a
+    task is a whole partition of a stage, so the numbers move in steps."""
     client_options = options.view_as(DaskOptions).get_all_options(drop_default=True, current_only=True)
     for bag_option in ("npartitions", "partition_size"):  # as Beam's DaskRunner builds its own client
         client_options.pop(bag_option, None)
@@ -103,6 +105,7 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
         finished_tasks = partial(_finished_task_counts, client, collector)
         try:
             with watching(progress) as watch:
+                pipeline.replace_all([LiftCombiners()])
                 with releasing_bundle_outputs():
                     result = pipeline.run()
                 watch.add_source(Throttled(finished_tasks))

@@ -1,4 +1,4 @@
-"""Bounded worker memory for Beam's DaskRunner: two fixes c4prep applies around every Dask job (`dask_runs`).
+"""Workarounds for faults of Beam 2.77's DaskRunner, applied around every c4prep Dask job (`dask_runs`).
 
 1. **Bundle outputs released.** Beam 2.77's DaskRunner runs a ParDo on a partition as
    ``apply_dofn_to_bundle(items, ..., tagged_receivers)``: the DoFn's outputs are appended to a list inside
@@ -14,6 +14,12 @@
    shallow for objects it does not know: a Beam ``WindowedValue`` or a `Page` counted as about 100 bytes whatever
    their text, so Dask saw under a tenth of the memory it held and never spilled. `DeepSizes` (a worker plugin)
    counts a ``WindowedValue`` with its value and a dataclass instance with its fields.
+3. **What `finish_bundle` emits is kept.** Beam's `apply_dofn_to_bundle` collects the outputs before it calls
+   `finish_bundle`, so whatever a DoFn emitted there was lost; `apply_dofn_releasing_outputs` runs the same steps
+   (setup, start, process each element, finish, teardown) and collects after them.
+4. **Combiners lifted.** Beam's DirectRunner replaces every `CombinePerKey` with `LiftedCombinePerKey` (each bundle
+   combines per key, in `finish_bundle`, before the shuffle); its DaskRunner does not, so every value crossed the
+   shuffle. `LiftCombiners` applies that same replacement (it needs 3).
 """
 from __future__ import annotations
 
@@ -22,7 +28,11 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
+from apache_beam.pipeline import PTransformOverride
+from apache_beam.runners.common import DoFnInvoker
 from apache_beam.runners.dask import transform_evaluator
+from apache_beam.transforms.combiners import LiftedCombinePerKey
+from apache_beam.transforms.core import CombinePerKey
 from apache_beam.utils.windowed_value import WindowedValue
 from dask.sizeof import sizeof
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -32,12 +42,33 @@ WINDOWING_BYTES = 100  # a WindowedValue's timestamp and its tuple of the global
 
 
 def apply_dofn_releasing_outputs(items, invoker_args, invoker_kwargs, tagged_receivers) -> list:
-    """Beam's `apply_dofn_to_bundle`, with the outputs it collects in ``tagged_receivers`` released when it returns."""
+    """Beam's `apply_dofn_to_bundle` with its outputs released when it returns, and with what `finish_bundle`
+    emits among them (Beam's collects the outputs before calling `finish_bundle`, so those were lost)."""
     tagged_receivers.values.clear()
-    try:
-        return _BEAM_APPLY_DOFN_TO_BUNDLE(items, invoker_args, invoker_kwargs, tagged_receivers)
-    finally:
-        tagged_receivers.values.clear()
+    invoker = DoFnInvoker.create_invoker(*invoker_args, **invoker_kwargs)
+    invoker.invoke_setup()
+    invoker.invoke_start_bundle()
+    for item in items:
+        invoker.invoke_process(item)
+    invoker.invoke_finish_bundle()
+    invoker.invoke_teardown()
+    outputs = [windowed.value for windowed in tagged_receivers.values]
+    tagged_receivers.values.clear()
+    return outputs
+
+
+class LiftCombiners(PTransformOverride):
+    """Beam's own combiner lifting (`LiftedCombinePerKey`: each bundle combines per key before the shuffle), which
+    Beam's DirectRunner applies and its DaskRunner does not: there every value of a `CombinePerKey` crossed the
+    shuffle. Only for the global window, as the DirectRunner's."""
+
+    def matches(self, applied_ptransform) -> bool:
+        return (isinstance(applied_ptransform.transform, CombinePerKey)
+                and applied_ptransform.inputs[0].windowing.is_default())
+
+    def get_replacement_transform_for_applied_ptransform(self, applied_ptransform):
+        transform = applied_ptransform.transform
+        return LiftedCombinePerKey(transform.fn, transform.args, transform.kwargs)
 
 
 @contextmanager

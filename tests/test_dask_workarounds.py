@@ -1,5 +1,6 @@
-"""Bounded worker memory on Beam's DaskRunner (`c4prep.dask_memory`): ParDo tasks release the outputs Beam keeps in
-their arguments, and Dask sizes Beam's elements and pages deeply enough to spill them."""
+"""Beam's DaskRunner as c4prep runs it (`c4prep.dask_workarounds`): ParDo tasks release the outputs Beam keeps in their
+arguments and keep what `finish_bundle` emits, combiners are lifted, and Dask sizes Beam's elements and pages deeply
+enough to spill them."""
 import sys
 
 import pytest
@@ -14,8 +15,9 @@ from apache_beam.transforms.window import GlobalWindow  # noqa: E402
 from apache_beam.utils.windowed_value import WindowedValue  # noqa: E402
 from dask.sizeof import sizeof  # noqa: E402
 
-from c4prep.dask_memory import (  # noqa: E402
+from c4prep.dask_workarounds import (  # noqa: E402
     DeepSizes,
+    LiftCombiners,
     apply_dofn_releasing_outputs,
     object_size,
     releasing_bundle_outputs,
@@ -31,13 +33,34 @@ def _page() -> Page:
                 timestamp="2019-07-16T00:00:00Z", content_type="text/plain", content_length=len(PAGE_TEXT))
 
 
-def _translated_bag():
-    """A two-partition Create -> Map job translated for Dask as Beam's DaskRunner does (no cluster)."""
+class _EmitPerBundle(beam.DoFn):
+    """Emits the sum of its bundle's numbers from `finish_bundle` (as Beam's combiner lifting does)."""
+
+    def start_bundle(self):
+        self.total = 0
+
+    def process(self, number):
+        self.total += number
+        return []
+
+    def finish_bundle(self):
+        yield WindowedValue(self.total, 0, (GlobalWindow(),))
+
+
+def _doubled(numbers):
+    return numbers | beam.Map(lambda number: number * 2)
+
+
+def _translated_bag(transforms=_doubled, overrides=(), labels: list | None = None):
+    """A two-partition job over Create(range(10)) translated for Dask as Beam's DaskRunner does (no cluster);
+    `labels` receives the full label of every transform of the translated job."""
     pipeline = beam.Pipeline()
-    _ = pipeline | beam.Create(range(10)) | beam.Map(lambda number: number * 2)
-    pipeline.replace_all(dask_overrides())
+    _ = transforms(pipeline | beam.Create(range(10)))
+    pipeline.replace_all([*overrides, *dask_overrides()])
     visitor = DaskRunner.to_dask_bag_visitor({"npartitions": 2})
     pipeline.visit(visitor)
+    if labels is not None:
+        labels.extend(node.full_label for node in visitor.bags)
     return list(visitor.bags.values())[-1]
 
 
@@ -67,6 +90,29 @@ def test_released_pardo_tasks_give_the_same_outputs_and_keep_none():
     assert sorted(bag.compute(scheduler="sync")) == [2 * number for number in range(10)]
     receivers = _bundle_receivers(bag, apply_dofn_releasing_outputs)
     assert len(receivers) == 2 and all(receiver.values == [] for receiver in receivers)
+
+
+def test_outputs_of_finish_bundle_are_kept():
+    """Beam's bundle function collects the outputs before calling `finish_bundle`, so what it emits was lost."""
+    per_bundle = lambda numbers: numbers | beam.ParDo(_EmitPerBundle())  # noqa: E731
+    assert sum(_translated_bag(per_bundle).compute(scheduler="sync")) < sum(range(10))
+    with releasing_bundle_outputs():
+        bag = _translated_bag(per_bundle)
+    assert sum(bag.compute(scheduler="sync")) == sum(range(10))
+
+
+def test_combiners_are_lifted_with_the_same_result():
+    def sum_per_parity(numbers):
+        return numbers | beam.Map(lambda number: (number % 2, number)) | beam.CombinePerKey(sum)
+
+    plain_labels, lifted_labels = [], []
+    with releasing_bundle_outputs():
+        plain = _translated_bag(sum_per_parity, labels=plain_labels)
+        lifted = _translated_bag(sum_per_parity, [LiftCombiners()], lifted_labels)
+    assert sorted(plain.compute(scheduler="sync")) == sorted(lifted.compute(scheduler="sync")) == [(0, 20), (1, 25)]
+    pre_combine = "_PartialGroupByKeyCombiningValues"
+    assert any(pre_combine in label for label in lifted_labels)
+    assert not any(pre_combine in label for label in plain_labels)
 
 
 def test_a_page_and_its_windowed_value_are_sized_with_their_text():
