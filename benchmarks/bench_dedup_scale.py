@@ -339,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     print("|---:|---|---:|---:|---:|---:|---:|---|---:|")
     for r in reports:
         if "killed_after_s" in r:
-            print(f"| {r['pages']:,} | {r['mode']} | {r['workers']} | killed after {r['killed_after_s']:g} s, unfinished "
-                  "| | | | | |")
+            print(f"| {r['pages']:,} | {r['mode']} | {r['workers']} | "
+                  f"killed after {r['killed_after_s']:g} s, unfinished | | | | | |")
             continue
         print(f"| {r['pages']:,} | {r['mode']} | {r['workers']} | {r['seconds']} | {r['cpu_seconds']} | "
               f"{r['pages_per_second']:,} | {r['runner_peak_rss_mib']} | {worker_memory(r['worker_peak_rss_mib'])} | "

@@ -73,7 +73,8 @@ class LiftCombiners(PTransformOverride):
 
 @contextmanager
 def releasing_bundle_outputs() -> Iterator[None]:
-    """While a Beam pipeline is translated for Dask inside this block, its ParDo tasks release their outputs."""
+    """While a Beam pipeline is translated for Dask inside this block, its ParDo tasks run c4prep's bundle function
+    (`apply_dofn_releasing_outputs`): outputs released after the task, `finish_bundle` outputs kept."""
     transform_evaluator.apply_dofn_to_bundle = apply_dofn_releasing_outputs
     try:
         yield
