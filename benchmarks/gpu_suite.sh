@@ -7,6 +7,8 @@
 # $C4PREP_SHARED_DATA): cs224n_a5/ and ptb/. Steps, each logged to <results>/<step>.log:
 #   tests          pytest -m gpu: tests/test_gpu.py (attention paths, dropout hypotheses, T5 logits, FlexAttention)
 #                  and tests/test_gpu_training.py (bf16 vs fp32 curves, compile, resume, torchrun) -> tests.xml
+#   sdpa_layouts   SDPA's memory-efficient kernel with dropout at the A5 model's layouts against fp64
+#                  -> sdpa_dropout_layouts.jsonl (benchmarks/gpu_sdpa_dropout_layouts.py)
 #   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 / fp32 / bf16 compiled: pretrain,
 #                  fine-tune, dev answers; accuracy and wall times -> a5/a5_recipe.json, a5/a5_pretrain_curves.png
 #                  (.csv without matplotlib)
@@ -46,6 +48,7 @@ nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 
 step tests "$PYTHON" -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu.py tests/test_gpu_training.py \
     --junitxml="$OUT/tests.xml"
+step sdpa_layouts sh -c "\"$PYTHON\" benchmarks/gpu_sdpa_dropout_layouts.py > \"$OUT/sdpa_dropout_layouts.jsonl\""
 step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5"
 for config in "t5_small 32" "t5_small 128" "t5_base 32"; do
     read -r size batch <<< "$config"

@@ -1,6 +1,8 @@
 """The decoder-only GPT: CS224N A5 parameter counts, causality of both attentions, packing and prefix masks, the
 block hooks (extra key/value slots, residual hooks), generation, vocabulary growth, and the GPT-1 classifier head with
 its loss."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,7 @@ from c4prep.training.models.gpt import GPT, GPTConfig, gpt_config
 from c4prep.training.models.gpt_attention import (CausalSelfAttention, SynthesizerAttention, attention_mask,
                                                   prepend_visible_keys)
 from c4prep.training.experiments.gpt1.classifier import GPTClassifier
-from c4prep.training.models.plain_attention import additive_mask, plain_attention
+from c4prep.training.models.plain_attention import additive_mask, plain_attention, writes_attention_out
 from c4prep.training.batch_losses import DecoderLoss
 from c4prep.training.experiments.gpt1.classification_loss import ClassificationLoss
 
@@ -100,6 +102,16 @@ def test_plain_attention_equals_fused_sdpa_for_a_packed_prefix_mask():
                              prefix_mask=torch.tensor([[1, 1, 0, 0, 0, 0, 0, 0, 0]] * 2))
     fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
     torch.testing.assert_close(plain_attention(q * 8 ** -0.5, k, v, additive_mask(allowed, q.dtype)), fused)
+
+
+@pytest.mark.parametrize("device, dtype, dropout, written", [
+    ("cpu", torch.bfloat16, 0.0, True), ("cpu", torch.float32, 0.1, False),  # speed: bf16 on CPU
+    ("cuda", torch.bfloat16, 0.1, True), ("cuda", torch.float16, 0.1, True),  # issue #23: fused dropout in bf16
+    ("cuda", torch.bfloat16, 0.0, False), ("cuda", torch.float32, 0.1, False)])
+def test_attention_is_written_out_for_bf16_on_cpu_and_for_reduced_precision_dropout_on_cuda(device, dtype, dropout,
+                                                                                            written):
+    heads = SimpleNamespace(device=torch.device(device), dtype=dtype)  # what the rule reads of the query heads
+    assert writes_attention_out(heads, dropout) is written
 
 
 @pytest.mark.parametrize("packed", [False, True])

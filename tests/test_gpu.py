@@ -16,6 +16,11 @@ Hypotheses, and the test that tells each apart (those that fail point at PyTorch
   of layers and steps: ``test_successive_dropout_calls_draw_fresh_masks``.
 - H4 none of these: the kernels are right per call and the divergence is an optimisation effect of bf16 rounding
   with dropout noise; then only test_gpu_training.py's curves (per backend) show it.
+
+Found on an H200 (torch 2.11+cu130): every path passes H1-H3 here, and H1 held for the memory-efficient kernel at
+training's layouts too (batch 128, heads as views of one projection, a non-contiguous output gradient: errors 0.7-1.2x
+the written-out bf16 rounding). Yet in training only that kernel diverges with dropout in bf16 (test_gpu_training.py),
+so c4prep writes attention out there (``plain_attention.writes_attention_out``).
 """
 from __future__ import annotations
 
@@ -172,21 +177,25 @@ def flash_with_its_mask(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("path", ["flash", "efficient"])
-def test_dropout_backward_uses_the_forward_mask(path, layout, dtype):
+def test_dropout_backward_uses_the_forward_mask(path, layout, dtype, record_property):
     """H1, directly: output and gradients with dropout equal the fp64 reference with the kernel's own mask."""
     if path == "flash" and (layout != "causal" or dtype != torch.bfloat16):
         pytest.skip("flash takes unmasked bf16/fp16 calls only")
     call, exact = make_call(layout, dtype), make_call(layout, torch.float64)
     out, keep = flash_with_its_mask(call) if path == "flash" else efficient_with_its_mask(call)
     visible = keep[call.allowed.expand_as(keep)]
+    record_property("dropped_fraction", round(1 - visible.float().mean().item(), 4))
     assert abs(1 - visible.float().mean().item() - DROPOUT) < 0.01, "the read-back mask does not drop p"
     ref, written = reference(exact, keep, DROPOUT), call.to(dtype)
     rounded = reference(written, keep, DROPOUT)  # the same math in ``dtype``: the rounding to allow for
-    assert error(out, ref) <= 3 * error(rounded, ref) + 1e-5, \
+    names, expected = ["output", *"qkv", "bias"], [ref, *gradients(ref, exact)]
+    errors = [error(ours, want) for ours, want in zip([out, *gradients(out, call)], expected)]
+    bounds = [3 * error(bound, want) + 1e-5 for bound, want in zip([rounded, *gradients(rounded, written)], expected)]
+    record_property("errors_and_bounds", {n: [e, b] for n, e, b in zip(names, errors, bounds)})
+    assert errors[0] <= bounds[0], \
         "forward differs from the reference with the read-back mask (the test's mask reading, or the forward)"
-    for name, ours, expected, bound in zip([*"qkv", "bias"], gradients(out, call), gradients(ref, exact),
-                                           gradients(rounded, written)):
-        assert error(ours, expected) <= 3 * error(bound, expected) + 1e-5, f"d{name}: the backward's mask differs"
+    for name, found, bound in zip(names[1:], errors[1:], bounds[1:]):
+        assert found <= bound, f"d{name}: the backward's mask differs ({found:.3g} > {bound:.3g})"
 
 
 def key_shift_error(path: str, layout: str, dropout: float) -> float:
@@ -198,15 +207,16 @@ def key_shift_error(path: str, layout: str, dropout: float) -> float:
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("path", PATHS)
-def test_dropout_keeps_key_shift_invariance(path, layout):
+def test_dropout_keeps_key_shift_invariance(path, layout, record_property):
     """H1 for every path (flash and cuDNN included), bf16: dropout may not break what rounding alone keeps."""
-    without = key_shift_error(path, layout, 0.0)
-    assert key_shift_error(path, layout, DROPOUT) <= 4 * without + 1e-3, f"without dropout: {without:.2e}"
+    without, with_dropout = key_shift_error(path, layout, 0.0), key_shift_error(path, layout, DROPOUT)
+    record_property("without_with_dropout", [without, with_dropout])
+    assert with_dropout <= 4 * without + 1e-3, f"without dropout: {without:.2e}, with: {with_dropout:.2e}"
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("path", PATHS)
-def test_dropout_gradients_are_unbiased(path, layout, draws: int = 200):
+def test_dropout_gradients_are_unbiased(path, layout, record_property, draws: int = 200):
     """H2, bf16: the mean gradient over ``draws`` masks is the no-dropout gradient, within its standard error and
     the path's own bf16 error."""
     exact = make_call(layout, torch.float64)
@@ -225,6 +235,7 @@ def test_dropout_gradients_are_unbiased(path, layout, draws: int = 200):
         variance = (square - draws * mean ** 2).clamp(min=0) / (draws - 1)
         standard_error = (variance.sum().sqrt() / draws ** 0.5 / norm).item()
         floor = (bias.norm() / norm).item()
+        record_property(f"d{name}", [deviation, standard_error, floor])
         assert deviation <= 2 * (standard_error ** 2 + floor ** 2) ** 0.5 + 1e-3, \
             f"d{name}: mean off by {deviation:.3g}, standard error {standard_error:.3g}, bf16 error {floor:.3g}"
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .plain_attention import additive_mask, plain_attention
+from .plain_attention import additive_mask, plain_attention, writes_attention_out
 
 
 def attention_mask(length: int, segment_ids: Tensor | None = None, prefix_mask: Tensor | None = None,
@@ -41,7 +41,8 @@ def prepend_visible_keys(allowed: Tensor, count: int) -> Tensor:
 
 class CausalSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention, causal by default: fused ``scaled_dot_product_attention``, or
-    :func:`.plain_attention.plain_attention` for bf16 on CPU (faster there)."""
+    :func:`.plain_attention.plain_attention` where :func:`.plain_attention.writes_attention_out` says (bf16 on CPU,
+    dropout in bf16/fp16 on CUDA)."""
 
     def __init__(self, n_embd: int, n_head: int, dropout: float, bias: bool = True) -> None:
         super().__init__()
@@ -64,7 +65,7 @@ class CausalSelfAttention(nn.Module):
                 raise ValueError("extra_kv needs a mask over its keys and the tokens' (see prepend_visible_keys)")
             k, v = torch.cat([extra_kv[0], k], dim=2), torch.cat([extra_kv[1], v], dim=2)
         dropout = self.dropout if self.training else 0.0
-        if q.device.type == "cpu" and q.dtype == torch.bfloat16:
+        if writes_attention_out(q, dropout):
             allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril() if mask is None else mask
             y = plain_attention(q * (C // self.n_head) ** -0.5, k, v, additive_mask(allowed, q.dtype), dropout)
         else:

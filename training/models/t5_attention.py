@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .plain_attention import plain_attention
+from .plain_attention import plain_attention, writes_attention_out
 
 if TYPE_CHECKING:
     from .t5 import T5Config
@@ -47,7 +47,9 @@ class Attention(nn.Module):
     On CPU it is written out (:func:`.plain_attention.plain_attention`) rather than calling SDPA: with a mask that
     needs a gradient (the learned position bias) SDPA takes its unfused math path, which on CPU adds a guard for
     fully masked rows and, under bf16 autocast, upcasts to fp32; the plain form is the same math with fewer, bf16
-    kernels. Other devices use SDPA. With ``attention_impl=flex`` the bias is a :class:`.t5_flex.FlexScores`.
+    kernels. On CUDA it is written out for dropout in bf16/fp16 (:func:`.plain_attention.writes_attention_out`:
+    SDPA would take its memory-efficient kernel, whose dropout diverged GPT training in bf16) and SDPA otherwise.
+    With ``attention_impl=flex`` the bias is a :class:`.t5_flex.FlexScores`.
     """
 
     def __init__(self, config: T5Config):
@@ -69,13 +71,13 @@ class Attention(nn.Module):
         q = self.q(x).view(b, tq, self.num_heads, self.d_kv).transpose(1, 2)
         k = self.k(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
         v = self.v(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
+        dropout = self.dropout if self.training else 0.0
         if not isinstance(bias, Tensor):
             y = bias.attend(q, k, v)
-        elif q.device.type == "cpu":
-            y = plain_attention(q, k, v, bias.to(q.dtype), self.dropout if self.training else 0.0)
+        elif q.device.type == "cpu" or writes_attention_out(q, dropout):
+            y = plain_attention(q, k, v, bias.to(q.dtype), dropout)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=1.0,
-                                               dropout_p=self.dropout if self.training else 0.0)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=1.0, dropout_p=dropout)
         return self.o(y.transpose(1, 2).reshape(b, tq, self.num_heads * self.d_kv))
 
 

@@ -6,7 +6,8 @@ inside one fused kernel and skips the blocks the mask hides. The math is the den
 wherever a query sees at least one key. A query that sees none (a packed row's decoder padding in cross-attention,
 an all-padding encoder row) gets zeros here and the mean of the values there, at positions that carry no loss.
 flex_attention has no attention dropout, so ``T5Config`` refuses ``attention_impl=flex`` with ``dropout_rate > 0``.
-On CUDA the kernel is ``torch.compile``'d; elsewhere flex_attention runs unfused, and on the CPU forward only.
+On CUDA the kernel is ``torch.compile``'d with 64 x 64 query/key blocks (:data:`CUDA_KERNEL_OPTIONS`); elsewhere
+flex_attention runs unfused, and on the CPU forward only.
 """
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ from torch.nn.attention.flex_attention import BlockMask, and_masks, create_block
 from .t5_attention import relative_position_bucket
 
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+# On an H200 (torch 2.11) t5_small's heads of 64 failed to compile with PyTorch's default forward blocks (128 x 128
+# for bf16 on Hopper): 240 KiB of shared memory asked, 227 KiB there. 64 x 64 is PyTorch's default for heads of 32,
+# the size that compiled and trained on that H200 (tests/test_gpu*.py).
+CUDA_KERNEL_OPTIONS = {"BLOCK_M": 64, "BLOCK_N": 64}
 
 
 @dataclass(frozen=True)
@@ -36,8 +41,10 @@ class FlexScores:
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """``softmax(q k^T + bias) v`` for [B, H, T, d_kv] heads, unscaled as T5 is."""
-        kernel = _compiled_flex() if q.device.type == "cuda" else flex_attention
-        return kernel(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask, scale=1.0)
+        if q.device.type == "cuda":
+            return _compiled_flex()(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask, scale=1.0,
+                                    kernel_options=CUDA_KERNEL_OPTIONS)
+        return flex_attention(q, k, v, score_mod=self.score_mod, block_mask=self.block_mask, scale=1.0)
 
 
 @cache
