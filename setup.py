@@ -66,8 +66,9 @@ setup(
         # `c4prep export` writes safetensors and tokenizer.json; transformers 5 loads what it wrote. The list repeats
         # the training requirements so that CI's second environment installs the extra alone, without Beam.
         "export": [*TRAINING_REQUIRES, "transformers>=5,<6", "safetensors>=0.4", "tokenizers>=0.21"],
-        # benchmarks/: HF T5 for the throughput comparison, matplotlib for the figures (CSV without it).
-        "bench": ["transformers>=4.40,<5", "matplotlib>=3.7"],
+        # benchmarks/: HF T5 for the throughput comparison, matplotlib for the figures (CSV without it), pytest-xdist
+        # for gpu_suite.sh, whose GPU tests run in 8 processes sharing the GPU.
+        "bench": ["transformers>=4.40,<5", "matplotlib>=3.7", "pytest-xdist>=3.5"],
     },
     entry_points={"console_scripts": ["c4prep=c4prep.cli:main", "train=c4prep.training.cli:main"]},
 )

@@ -141,9 +141,14 @@ def bench_precision(args: argparse.Namespace, precision: str, batch: dict) -> li
         if args.flex:
             variants.append(Variant("ours flex compiled", forward_ours(torch.compile(flex_c)), flex_c.parameters(),
                                     bf16, device))
+    failed = []
     for variant in variants:
-        for _ in range(args.warmup):
-            variant.first_steps.append(variant.step(batch))
+        try:
+            for _ in range(args.warmup):
+                variant.first_steps.append(variant.step(batch))
+        except Exception as error:  # noqa: BLE001 - e.g. a kernel that does not compile: recorded, the others run
+            failed.append({"precision": precision, "model": variant.name, "error": repr(error)[:500]})
+    variants = [v for v in variants if v.name not in {f["model"] for f in failed}]
     for round_index in range(args.rounds):
         order = variants if round_index % 2 == 0 else variants[::-1]
         for variant in order:
@@ -159,7 +164,7 @@ def bench_precision(args: argparse.Namespace, precision: str, batch: dict) -> li
                      "timed_steps": len(variant.times), "steps_s": [round(t, 3) for t in variant.times],
                      "warmup_steps_s": [round(t, 3) for t in variant.first_steps],
                      "first_loss": round(variant.losses[0], 6)})
-    return rows
+    return rows + failed
 
 
 def device_name(args: argparse.Namespace) -> str:
@@ -224,13 +229,16 @@ def main() -> None:
           f"HF attn_implementation={setup['hf_attn_implementation']}\n")
     print("| precision | model | median step s | tokens/s | vs HF eager | vs HF same mode | first loss |")
     print("|---|---|---:|---:|---:|---:|---:|")
-    for row in report["results"]:
-        same = {r["model"]: r for r in report["results"] if r["precision"] == row["precision"]}
-        hf_eager = same["HF"]["median_step_s"]
-        counterpart = same["HF compiled" if "compiled" in row["model"] else "HF"]["median_step_s"]
+    timed = [row for row in report["results"] if "error" not in row]
+    for row in timed:
+        same = {r["model"]: r["median_step_s"] for r in timed if r["precision"] == row["precision"]}
+        ratios = [f"{same[hf] / row['median_step_s']:.2f}x" if hf in same else "-"
+                  for hf in ("HF", "HF compiled" if "compiled" in row["model"] else "HF")]
         print(f"| {row['precision']} | {row['model']} | {row['median_step_s']:.3f} | {row['tokens_per_s']:,.0f} | "
-              f"{hf_eager / row['median_step_s']:.2f}x | {counterpart / row['median_step_s']:.2f}x | "
-              f"{row['first_loss']:.5f} |")
+              f"{ratios[0]} | {ratios[1]} | {row['first_loss']:.5f} |")
+    for row in report["results"]:
+        if "error" in row:
+            print(f"\n{row['precision']} {row['model']} failed in its warm-up: {row['error']}")
     machine = report["machine"]
     print(f"\nLoad average: {machine['load_avg_start']} at start, {machine['load_avg_end']} at end.")
 

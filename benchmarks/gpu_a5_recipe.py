@@ -1,6 +1,7 @@
-"""The CS224N A5 handout recipe on one CUDA GPU, timed (step 2 of benchmarks/gpu_suite.sh).
+"""The CS224N A5 handout recipe on one CUDA GPU, timed (a step of benchmarks/gpu_suite.sh).
 
-For each variant (vanilla and synthesizer attention; bf16, fp32, and bf16 with ``trainer.compile=true``) the real
+For each variant (vanilla and synthesizer attention; bf16, fp32, bf16 with ``trainer.compile=true``, and that with CUDA
+graphs: ``trainer.compile_mode=reduce-overhead data.pack=false``) the real
 ``train`` command runs, as a subprocess, fresh (``resume=never``):
 
 1. pretraining: ``experiment=cs224n_a5_pretrain`` (650 epochs of span-corrupted wiki.txt, batch 128, lr 6e-3,
@@ -30,10 +31,15 @@ import torch
 
 from c4prep.training.metrics_log import read_metrics
 
-VARIANTS = {  # name: (model.attention, trainer.precision, trainer.compile)
-    "vanilla-bf16": ("causal", "bf16", False), "vanilla-fp32": ("causal", "fp32", False),
-    "vanilla-bf16-compiled": ("causal", "bf16", True), "synthesizer-bf16": ("synthesizer", "bf16", False),
-    "synthesizer-fp32": ("synthesizer", "fp32", False), "synthesizer-bf16-compiled": ("synthesizer", "bf16", True),
+COMPILED = ["trainer.compile=true"]
+# Launch-bound steps: CUDA graphs replay a step's kernels in one launch, which needs one batch shape (no re-packing).
+GRAPHS = ["trainer.compile=true", "trainer.compile_mode=reduce-overhead", "data.pack=false"]
+VARIANTS = {  # name: (model.attention, trainer.precision, further overrides of both phases)
+    "vanilla-bf16": ("causal", "bf16", []), "vanilla-fp32": ("causal", "fp32", []),
+    "vanilla-bf16-compiled": ("causal", "bf16", COMPILED), "vanilla-bf16-graphs": ("causal", "bf16", GRAPHS),
+    "synthesizer-bf16": ("synthesizer", "bf16", []), "synthesizer-fp32": ("synthesizer", "fp32", []),
+    "synthesizer-bf16-compiled": ("synthesizer", "bf16", COMPILED),
+    "synthesizer-bf16-graphs": ("synthesizer", "bf16", GRAPHS),
 }
 
 
@@ -50,12 +56,11 @@ def train(*overrides: str) -> dict[str, Any]:
 
 
 def run_variant(out: Path, name: str) -> dict[str, Any]:
-    attention, precision, compiled = VARIANTS[name]
-    common = [f"model.attention={attention}", f"trainer.precision={precision}",
-              f"trainer.compile={str(compiled).lower()}"]
+    attention, precision, overrides = VARIANTS[name]
+    common = [f"model.attention={attention}", f"trainer.precision={precision}", *overrides]
     pre_dir, ft_dir = out / f"{name}_pretrain", out / f"{name}_finetune"
     pretrain = train("experiment=cs224n_a5_pretrain", f"output_dir={pre_dir}", *common)
-    row: dict[str, Any] = {"variant": name, "attention": attention, "precision": precision, "compile": compiled,
+    row: dict[str, Any] = {"variant": name, "attention": attention, "precision": precision, "overrides": overrides,
                            "pretrain": {k: pretrain[k] for k in ("returncode", "seconds", "stderr_tail")}}
     logged = [r for r in read_metrics(pre_dir / "metrics.jsonl") if r["split"] == "train"] \
         if (pre_dir / "metrics.jsonl").is_file() else []

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Issue #23's GPU suite and GPU benchmarks, unattended, on one CUDA GPU (the A5 recipe alone trains 6 x 14,950 steps):
 #
-#   benchmarks/gpu_suite.sh [results folder]          # default: benchmarks/results/gpu
+#   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
+#
+# --quick is meant for a 15-minute GPU lease: the tests, the layout check, the A5 recipe's vanilla-bf16-graphs variant
+# alone and T5 t5_small batch 32 only. On an H200 the tests took 143 s and the layout check 9 s; the other two steps
+# have not been timed as they now are.
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/ and ptb/. Steps, each logged to <results>/<step>.log:
-#   tests          pytest -m gpu: tests/test_gpu.py (attention paths, dropout hypotheses, T5 logits, FlexAttention)
+#   tests          pytest -m gpu -n 8 (pytest-xdist: 8 processes share the GPU): tests/test_gpu.py (attention paths, dropout hypotheses, T5 logits, FlexAttention)
 #                  and tests/test_gpu_training.py (bf16 vs fp32 curves, compile, resume, torchrun) -> tests.xml
 #   sdpa_layouts   SDPA's memory-efficient kernel with dropout at the A5 model's layouts against fp64
 #                  -> sdpa_dropout_layouts.jsonl (benchmarks/gpu_sdpa_dropout_layouts.py)
-#   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 / fp32 / bf16 compiled: pretrain,
+#   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 / fp32 / bf16 compiled / bf16
+#                  compiled with CUDA graphs (benchmarks/gpu_a5_recipe.py): pretrain,
 #                  fine-tune, dev answers; accuracy and wall times -> a5/a5_recipe.json, a5/a5_pretrain_curves.png
 #                  (.csv without matplotlib)
 #   t5_throughput  tokens/s of our T5 (dense and FlexAttention) vs HF T5ForConditionalGeneration, eager and
@@ -17,6 +22,8 @@
 # A failed step is recorded and the next one runs; the exit status is 1 if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+QUICK=false
+if [ "${1:-}" = --quick ]; then QUICK=true; shift; fi
 OUT=${1:-benchmarks/results/gpu}
 PYTHON=${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 export C4PREP_SHARED_DATA=${C4PREP_SHARED_DATA:-$(cd .. && pwd)/shared/data}
@@ -46,11 +53,17 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; 
 fi
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 
-step tests "$PYTHON" -m pytest -m gpu -q -ra -p no:cacheprovider tests/test_gpu.py tests/test_gpu_training.py \
-    --junitxml="$OUT/tests.xml"
+step tests "$PYTHON" -m pytest -m gpu -n 8 -q -ra -p no:cacheprovider -o junit_logging=all \
+    tests/test_gpu.py tests/test_gpu_training.py --junitxml="$OUT/tests.xml"
 step sdpa_layouts sh -c "\"$PYTHON\" benchmarks/gpu_sdpa_dropout_layouts.py > \"$OUT/sdpa_dropout_layouts.jsonl\""
-step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5"
-for config in "t5_small 32" "t5_small 128" "t5_base 32"; do
+if $QUICK; then
+    step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5" --variants vanilla-bf16-graphs
+    configs=("t5_small 32")
+else
+    step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5"
+    configs=("t5_small 32" "t5_small 128" "t5_base 32")
+fi
+for config in "${configs[@]}"; do
     read -r size batch <<< "$config"
     step "t5_throughput_${size}_b${batch}" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile --flex \
         --precision bf16 --size "$size" --batch "$batch" --rounds 5 --steps-per-round 4 --warmup 3 \

@@ -5,6 +5,7 @@ import torch
 
 from c4prep.training.batch_losses import DecoderLoss
 from c4prep.training.config import load_config
+from c4prep.training.config_errors import TrainConfigError
 from c4prep.training.distributed import DistEnv
 from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.optim import build_optimizer, use_fused_kernel
@@ -41,6 +42,23 @@ def test_compiled_training_matches_eager(tmp_path):
     assert trainer.forward_module is not trainer.model  # the forward passes went through torch.compile
     assert compiled == pytest.approx(eager, rel=1e-4)
     assert not any(name.startswith("_orig_mod") for name in trainer.model.state_dict())  # checkpoints unchanged
+
+
+def test_compile_mode_reaches_torch_compile(tmp_path, monkeypatch):
+    modes = []
+    monkeypatch.setattr(torch, "compile", lambda module, mode=None: modes.append(mode) or module)
+    gpt_trainer(tmp_path / "graphs", "trainer.compile=true", "trainer.compile_mode=reduce-overhead")
+    gpt_trainer(tmp_path / "default", "trainer.compile=true")
+    assert modes == ["reduce-overhead", None]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["trainer.compile_mode=reduce-overhead"], "trainer.compile_mode=reduce-overhead needs trainer.compile=true"),
+    (["trainer.compile=true", "trainer.compile_mode=fast"], "trainer.compile_mode"),
+])
+def test_compile_mode_mistakes_are_refused(overrides, message):
+    with pytest.raises(TrainConfigError, match=message):
+        load_config(overrides)
 
 
 def test_cuda_only_options_leave_a_cpu_run_alone(tmp_path):

@@ -21,6 +21,7 @@ from .models.gpt import GPTConfig
 from .models.t5 import T5Config
 
 PRECISIONS = ("fp32", "bf16")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
 DEVICES = ("auto", "cpu", "cuda")
 RESUME_MODES = ("auto", "never", "must")
 
@@ -45,11 +46,15 @@ class TrainerConfig:
     tensorboard: bool
     progress: bool
     compile: bool = False  # torch.compile the training forward passes
+    compile_mode: str = "default"  # torch.compile's mode; reduce-overhead replays CUDA graphs (static shapes)
     tf32: bool = False  # CUDA only: TF32 tensor cores for fp32 matmuls
 
     def __post_init__(self) -> None:
         require_choice("trainer.precision", self.precision, PRECISIONS)
         require_choice("trainer.device", self.device, DEVICES)
+        require_choice("trainer.compile_mode", self.compile_mode, COMPILE_MODES)
+        if self.compile_mode != "default" and not self.compile:
+            raise TrainConfigError(f"trainer.compile_mode={self.compile_mode} needs trainer.compile=true")
         for name in ("max_steps", "global_batch_size", "micro_batch_size", "log_every", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise TrainConfigError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")

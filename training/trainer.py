@@ -6,7 +6,8 @@ over the whole global batch divided by its number of target tokens, whatever the
 a 2-process run equals a 1-process run with the same global batch.
 
 Speed options: ``trainer.compile`` runs the training forward passes through ``torch.compile`` (the model itself,
-its checkpoints and validation stay eager). On CUDA only: TF32 matmuls for fp32 work (``trainer.tf32``), torch's
+its checkpoints and validation stay eager), in ``trainer.compile_mode`` (``reduce-overhead`` replays CUDA graphs,
+which needs batches of one shape, e.g. ``data.pack=false``). On CUDA only: TF32 matmuls for fp32 work (``trainer.tf32``), torch's
 AdamW with its fused kernel (:func:`.optim.use_fused_kernel`), and batches copied without blocking from the
 memory the data loader pins (``make_loader``). On the CPU every run is what it was without them.
 """
@@ -91,7 +92,8 @@ class Trainer:
         self.model.to(self.device)
         self.ddp = DistributedDataParallel(self.model) if self.env.enabled else None
         module = self.ddp or self.model
-        self.forward_module = torch.compile(module) if self.settings.compile else module
+        mode = None if self.settings.compile_mode == "default" else self.settings.compile_mode
+        self.forward_module = torch.compile(module, mode=mode) if self.settings.compile else module
         if self.device.type == "cuda":
             torch.set_float32_matmul_precision("high" if self.settings.tf32 else "highest")
             use_fused_kernel(self.optimizer)  # a fresh optimizer; a resumed one keeps its checkpoint's setting
@@ -176,6 +178,7 @@ class Trainer:
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         for index, batch in enumerate(micro_batches):
             last = index == len(micro_batches) - 1
+            torch.compiler.cudagraph_mark_step_begin()  # CUDA graphs (reduce-overhead) may reuse the last outputs
             with (nullcontext() if last or self.ddp is None else self.ddp.no_sync()), self._autocast():
                 micro_loss, _ = self.batch_loss.loss(module, batch)
                 (micro_loss * scale).backward()
