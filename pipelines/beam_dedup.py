@@ -2,8 +2,8 @@
 
 Shape of both transforms (the per-page functions are the ones the in-memory references use):
 
-    pages ─ ParDo(claims) ─ CombinePerKey(smallest claim) ─ ParDo(-> (owner url, (key, occurrence))) ─┐
-    pages ─ Map(-> (url, page)) ────────────────────────────────────────────────── CoGroupByKey(url) ┴─ ParDo(remove)
+    pages ─ ParDo(claims) ─ CombinePerKey(smallest claim) ─ ParDo(-> (owner id, (key, occurrence))) ─┐
+    pages ─ Map(-> (page id, page)) ─────────────────────────────────────────────── CoGroupByKey(id) ┴─ ParDo(remove)
 
 `DedupSentences` first pairs each page with its Punkt sentences per line (`Prepare`, fused with the upstream
 steps): both branches use that pair, so every page is split once, not once for its claims and again for its removal
@@ -18,7 +18,9 @@ by the pages, are counted in `INTEGRITY_NAMESPACE`; `run_c4` fails the run when 
 The combiner keeps ONE claim per key (and a count) and is associative and commutative, so Beam lifts it before
 the shuffle: each bundle pre-combines its claims and a key shared by millions of pages never has the list of its
 pages materialised on one worker (the failure of TFDS 2.2's GroupByKey, tensorflow/datasets#1473, fixed by PR #2201).
-The join is by raw URL; a URL with more than one page raises `dedup.DuplicateUrlError` (see `dedup.py`).
+A page's id is the md5 of its raw URL (`dedup.page_id`): claims and owners carry those 16 bytes (a claim is one
+integer), never the URL, and the join is by id; an id with more than one page raises `dedup.DuplicateUrlError`
+(see `dedup.py`).
 """
 from __future__ import annotations
 
@@ -47,8 +49,8 @@ def _merge_counted(first: CountedClaim | None, second: CountedClaim | None) -> C
 
 
 class SmallestClaim(beam.CombineFn):
-    """Per key, the smallest claim `(md5(url), url, occurrence)` and the number of claims it was chosen from (for
-    the integrity check); the accumulator is that pair (or None)."""
+    """Per key, the smallest claim (`dedup.Claim`) and the number of claims it was chosen from (for the integrity
+    check); the accumulator is that pair (or None)."""
 
     def create_accumulator(self):
         return None
@@ -109,15 +111,15 @@ class _ToOwner(beam.DoFn):
         key, (claim, combined) = keyed
         self.integrity.inc(f"{self.check}/claims:received", combined)
         self.integrity.inc(f"{self.check}/owners:sent")
-        yield dedup.claim_url(claim), self.payload(key, dedup.claim_occurrence(claim))
+        yield dedup.claim_page(claim), self.payload(key, dedup.claim_occurrence(claim))
 
 
-def _key_by_url(page: Page) -> tuple[str, Page]:
-    return page.url, page
+def _key_by_id(page: Page) -> tuple[dedup.PageId, Page]:
+    return dedup.page_id(page), page
 
 
-def _key_prepared_by_url(prepared: tuple[Page, Any]) -> tuple[str, tuple[Page, Any]]:
-    return prepared[0].url, prepared
+def _key_prepared_by_id(prepared: tuple[Page, Any]) -> tuple[dedup.PageId, tuple[Page, Any]]:
+    return dedup.page_id(prepared[0]), prepared
 
 
 def _split_page(page: Page) -> tuple[Page, list[list[str]]]:
@@ -142,7 +144,7 @@ def _remove_unowned_lines(page: Page, owned: list[tuple[dedup.Key, int]], **opti
 
 
 class _RemoveUnowned(beam.DoFn):
-    """Joined `(url, {"page": [page], "owned": [payload, ...]})` -> the page after the removal rule (the joined
+    """Joined `(page id, {"page": [page], "owned": [payload, ...]})` -> the page after the removal rule (the joined
     "page" is the prepared page when the transform has a `prepare` step, a payload what `owned_payload` sends)."""
 
     def __init__(self, remove: Callable[..., Outcome], namespace: str) -> None:
@@ -154,13 +156,13 @@ class _RemoveUnowned(beam.DoFn):
         self.integrity = CounterCache(INTEGRITY_NAMESPACE)
 
     def process(self, joined) -> Iterator[Page]:
-        url, groups = joined
+        _, groups = joined
         pages, owned = list(groups["page"]), list(groups["owned"])
         self.integrity.inc(f"{self.namespace}/owners:received", len(owned))
         if not pages:  # only reachable if a claim came from elsewhere: nothing to emit
             return
-        if len(pages) > 1:
-            raise dedup.DuplicateUrlError(f"{len(pages)} pages share the raw URL {url!r}; run URL dedup first")
+        if len(pages) > 1:  # one raw URL twice, or two with one md5: this says which, and raises
+            dedup.check_one_page_per_id((page if isinstance(page, Page) else page[0]).url for page in pages)
         outcome = self.remove(pages[0], owned)
         for name, value in outcome.counters.items():
             self.counters.inc(name, value)
@@ -190,20 +192,20 @@ class _OwnershipDedup(beam.PTransform):
 
     def expand(self, pages):
         prepare = type(self).prepare
-        key_by_url = _key_by_url
+        key_by_id = _key_by_id
         if prepare is not None:
             pages = pages | "Prepare" >> beam.Map(prepare)
-            key_by_url = _key_prepared_by_url
+            key_by_id = _key_prepared_by_id
         owned = (
             pages
             | "EmitClaims" >> beam.ParDo(_EmitClaims(type(self).claims, self.namespace))
             | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaim())
             | "ToOwner" >> beam.ParDo(_ToOwner(self.namespace, type(self).owned_payload))
         )
-        keyed_pages = pages | "KeyByUrl" >> beam.Map(key_by_url)
+        keyed_pages = pages | "KeyById" >> beam.Map(key_by_id)
         return (
             {"page": keyed_pages, "owned": owned}
-            | "JoinByUrl" >> beam.CoGroupByKey()
+            | "JoinById" >> beam.CoGroupByKey()
             | "RemoveUnowned" >> beam.ParDo(_RemoveUnowned(self.remover(), self.namespace))
         )
 

@@ -11,23 +11,24 @@
 Both modes have the same two-phase shape, and the in-memory references below and the Beam transforms in
 `beam_dedup.py` share every per-page function; they differ only in how the smallest claim per key is found:
 
-1. each page states its *claims*: `(key, claim)` with `claim = (md5_digest(url), url, occurrence)`, one per distinct
-   key of the page, `occurrence` being the position of the key's first occurrence in the page
+1. each page states its *claims*: `(key, claim)`, one per distinct key of the page, the claim packing the page's id
+   (the md5 of its raw URL) and `occurrence`, the position of the key's first occurrence in the page, into one integer
    (`line_claims`, `sentence_claims`);
 2. the owner of a key is its smallest claim (`smaller_claim`, an associative and commutative choice: a dict in
    memory, a combiner in Beam, so a hot key never materialises the list of all its pages);
-3. each page gets back the keys it owns with the occurrence to keep (`{key: occurrence}`), and a per-page function
-   removes everything else (`remove_unowned_lines`, `remove_unowned_sentences`).
+3. each page gets back, by its id, the keys it owns with the occurrence to keep (`{key: occurrence}`), and a per-page
+   function removes everything else (`remove_unowned_lines`, `remove_unowned_sentences`).
 
 Ownership is decided over ALL pages entering dedup, before any page is dropped (in this step or later), so text
 whose owner page is dropped vanishes from the corpus (TFDS behaviour, §9a).
 
 Ties: the owner is the page whose raw `url` has the smallest md5 (TFDS 3.1.0 compares the hex: "hash before
-comparison to avoid biasing by domain"); equal hashes fall back to the URL itself, then to the occurrence, so the
-choice never depends on input order. Pages must have distinct raw URLs — URL dedup upstream keeps one page per
-normalised URL, and equal raw URLs normalise equally — so two pages with the same raw URL are an upstream bug and
-raise `DuplicateUrlError` (in the reference and in Beam, where TFDS asserted the same) rather than silently letting
-both copies keep the text they "own".
+comparison to avoid biasing by domain"), then the smallest occurrence, so the choice never depends on input order.
+Pages must have distinct raw URLs — URL dedup upstream keeps one page per normalised URL, and equal raw URLs
+normalise equally — so two pages with the same raw URL are an upstream bug and raise `DuplicateUrlError` (in the
+reference and in Beam, where TFDS asserted the same) rather than silently letting both copies keep the text they
+"own". Two distinct raw URLs with one md5 (never seen; TFDS would then fall back to the URL) raise it too: a page's
+md5 is its identity in the shuffles, which carry 16 bytes per claim and owner instead of the URL.
 """
 from __future__ import annotations
 
@@ -44,10 +45,13 @@ LINES_NAMESPACE = "dedupe-lines"
 SENTENCES_NAMESPACE = "dedupe-sentences"
 WINDOW_SIZE = 3  # sentences per window in `sentences` mode (TFDS 1.x `max_window_size`)
 
-# (md5 of the page's raw URL, the raw URL, occurrence of the key in that page); tuples compare in that order. Keys
-# and URL hashes are 16-byte md5 digests: they order as their hex spellings (TFDS compares hex) in half the bytes.
-Claim = tuple[bytes, str, int]
+# A claim is one integer, `md5(raw URL) << 32 | occurrence of the key in that page`: integers compare as (md5,
+# occurrence), and an md5 read as a big-endian integer orders as its hex spelling (TFDS compares hex). One Python int
+# is a fifth of the memory of the (md5, URL, occurrence) tuple it replaces, in every claim the shuffle carries.
+Claim = int
+PageId = bytes  # md5 digest of a page's raw URL: who owns a key, and how owners find their page
 Key = bytes  # md5 digest of a line (mode `lines`) or of a window of sentences (mode `sentences`)
+OCCURRENCE_BITS = 32
 
 
 class DuplicateUrlError(ValueError):
@@ -57,9 +61,15 @@ class DuplicateUrlError(ValueError):
 # ------------------------------------------------------------------------------------------------ ownership
 
 
-def page_rank(page: Page) -> tuple[bytes, str]:
-    """How pages compete for a key: smallest md5 of the raw URL first, the URL itself breaks hash ties."""
-    return (md5_digest(page.url), page.url)
+def page_id(page: Page) -> PageId:
+    """A page's identity in dedup: the md5 of its raw URL. Pages compete for a key by it, smallest first."""
+    return md5_digest(page.url)
+
+
+def make_claim(page: PageId, occurrence: int) -> Claim:
+    if not 0 <= occurrence < 1 << OCCURRENCE_BITS:
+        raise ValueError(f"occurrence {occurrence} does not fit a claim's {OCCURRENCE_BITS} bits")
+    return int.from_bytes(page, "big") << OCCURRENCE_BITS | occurrence
 
 
 def smaller_claim(first: Claim | None, second: Claim | None) -> Claim | None:
@@ -71,53 +81,63 @@ def smaller_claim(first: Claim | None, second: Claim | None) -> Claim | None:
     return first if first <= second else second
 
 
-def claim_url(claim: Claim) -> str:
-    return claim[1]
+def claim_page(claim: Claim) -> PageId:
+    return (claim >> OCCURRENCE_BITS).to_bytes(16, "big")
 
 
 def claim_occurrence(claim: Claim) -> int:
-    return claim[2]
+    return claim & ((1 << OCCURRENCE_BITS) - 1)
 
 
-def owned_by_url(owners: Mapping[Key, Claim]) -> dict[str, dict[Key, int]]:
-    """Invert `key -> winning claim` into `url -> {key: occurrence to keep}`."""
-    owned: dict[str, dict[Key, int]] = defaultdict(dict)
+def owned_by_page(owners: Mapping[Key, Claim]) -> dict[PageId, dict[Key, int]]:
+    """Invert `key -> winning claim` into `page id -> {key: occurrence to keep}`."""
+    owned: dict[PageId, dict[Key, int]] = defaultdict(dict)
     for key, claim in owners.items():
-        owned[claim_url(claim)][key] = claim_occurrence(claim)
+        owned[claim_page(claim)][key] = claim_occurrence(claim)
     return dict(owned)
 
 
 def _first_claims(page: Page, keys: Iterable[Key]) -> list[tuple[Key, Claim]]:
-    url_md5, url = page_rank(page)
+    identity = page_id(page)
     firsts: dict[Key, int] = {}
     for occurrence, key in enumerate(keys):
         firsts.setdefault(key, occurrence)
-    return [(key, (url_md5, url, occurrence)) for key, occurrence in firsts.items()]
+    return [(key, make_claim(identity, occurrence)) for key, occurrence in firsts.items()]
 
 
 def _nonzero(counters: Counter) -> dict[str, int]:
     return {name: value for name, value in counters.items() if value}
 
 
-def _check_unique_urls(pages: list[Page]) -> None:
-    counts = Counter(page.url for page in pages)
+def check_one_page_per_id(urls: Iterable[str]) -> None:
+    """Raise `DuplicateUrlError` if a raw URL, or the md5 of two distinct raw URLs, occurs more than once."""
+    by_id: dict[PageId, set[str]] = defaultdict(set)
+    counts = Counter()
+    for url in urls:
+        counts[url] += 1
+        by_id[md5_digest(url)].add(url)
     repeated = sorted(url for url, count in counts.items() if count > 1)
     if repeated:
-        raise DuplicateUrlError(f"{len(repeated)} raw URLs occur on more than one page, e.g. {repeated[0]!r}")
+        raise DuplicateUrlError(f"{len(repeated)} raw URLs occur on more than one page, e.g. {repeated[0]!r}; run "
+                                "URL dedup first")
+    colliding = next((sorted(same) for same in by_id.values() if len(same) > 1), None)
+    if colliding:
+        raise DuplicateUrlError(f"the raw URLs {colliding[0]!r} and {colliding[1]!r} have the same md5, which "
+                                "text dedup uses as a page's identity")
 
 
 def _reference(pages: Iterable[Page], claims, remove) -> tuple[list[Page], dict[str, int]]:
     pages = list(pages)
-    _check_unique_urls(pages)
+    check_one_page_per_id(page.url for page in pages)
     owners: dict[Key, Claim] = {}
     for page in pages:
         for key, claim in claims(page):
             owners[key] = smaller_claim(owners.get(key), claim)
-    owned = owned_by_url(owners)
+    owned = owned_by_page(owners)
     kept: list[Page] = []
     counters: Counter[str] = Counter()
     for page in pages:
-        outcome = remove(page, owned.get(page.url, {}))
+        outcome = remove(page, owned.get(page_id(page), {}))
         counters.update(outcome.counters)
         if outcome.page is not None:
             kept.append(outcome.page)

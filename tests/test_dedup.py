@@ -24,11 +24,14 @@ from c4prep.pipelines.c4_rules import md5_digest, md5_hex, normalize_url
 from c4prep.pipelines.dedup import (
     DEDUP_MODES,
     DuplicateUrlError,
+    claim_occurrence,
+    claim_page,
     dedup_lines_reference,
     dedup_sentences_reference,
     line_claims,
     line_key,
     line_windows,
+    make_claim,
     remove_unowned_lines,
     remove_unowned_sentences,
     sentence_claims,
@@ -300,7 +303,8 @@ def test_sentence_windows_shapes_and_end_marks():
     assert [(w.line, w.start, w.size) for w in windows] == [(0, 0, 3), (0, 1, 3), (1, 0, 2)]
     assert windows[0].key.hex() == md5_hex("alpha one.\x00beta two.\x00gamma three.")
     claims = sentence_claims(page)
-    assert [claim[1:] for _, claim in claims] == [(page.url, 0), (page.url, 1), (page.url, 2)]
+    assert [(claim_page(claim), claim_occurrence(claim)) for _, claim in claims] == [
+        (md5_digest(page.url), 0), (md5_digest(page.url), 1), (md5_digest(page.url), 2)]
 
 
 def test_only_same_shape_windows_match():
@@ -332,7 +336,7 @@ def test_keeper_keeps_one_copy_of_a_repeated_window_unless_quirk():
     page = make_page("http://repeat.example/", "Say it once. Say it twice. Say it thrice.\nOther line.\n"
                      "say it ONCE. Say it twice. Say it thrice.\nLast line here.")
     owned = dict(sentence_claims(page))
-    owned = {key: claim[2] for key, claim in owned.items()}
+    owned = {key: claim_occurrence(claim) for key, claim in owned.items()}
     fixed = remove_unowned_sentences(page, owned.values())
     assert fixed.page.text == "Say it once. Say it twice. Say it thrice.\nOther line.\nLast line here."
     assert fixed.counters["sentence-filtered:duplicate"] == 3
@@ -349,7 +353,7 @@ def test_sentences_given_lines_equal_split_inside():
     lines = sentences_by_line(page)
     claims = sentence_claims(page)
     assert sentence_claims(page, lines) == claims
-    owned = {key: claim[2] for key, claim in claims}
+    owned = {key: claim_occurrence(claim) for key, claim in claims}
     for quirk in (False, True):
         assert remove_unowned_sentences(page, owned.values(), tfds_1x_quirk=quirk, lines=lines) == (
             remove_unowned_sentences(page, owned.values(), tfds_1x_quirk=quirk)
@@ -374,7 +378,7 @@ def test_beam_sentences_split_each_line_once(tmp_path, monkeypatch):
 
 def test_claims_and_combiner_are_order_free():
     rng = random.Random(7)
-    claims = [(md5_hex(f"u{i}"), f"u{i}", rng.randrange(5)) for i in range(200)]
+    claims = [make_claim(md5_digest(f"u{i}"), rng.randrange(5)) for i in range(200)]
     smallest = min(claims)
     combiner = SmallestClaim()
     for _ in range(20):
@@ -386,7 +390,19 @@ def test_claims_and_combiner_are_order_free():
         assert combiner.extract_output(combiner.merge_accumulators(accumulators)) == (smallest, len(claims))
     assert smaller_claim(None, None) is None
     page = make_page("http://c.example/", "A line.\nB line.\na LINE.")
-    assert [(key, claim[2]) for key, claim in line_claims(page)] == [(line_key("A line."), 0), (line_key("B line."), 1)]
+    assert [(key, claim_page(claim), claim_occurrence(claim)) for key, claim in line_claims(page)] == [
+        (line_key("A line."), md5_digest(page.url), 0), (line_key("B line."), md5_digest(page.url), 1)]
+
+
+def test_claims_order_as_tfds_ranks_pages():
+    """A claim orders by the page's md5 as TFDS compares its hex, then by occurrence; it unpacks to both."""
+    urls = [f"http://site{i}.example/page" for i in range(50)]
+    claims = {url: make_claim(md5_digest(url), occurrence) for url, occurrence in zip(urls, [7, 0, 3] * 17)}
+    assert sorted(claims, key=claims.get) == sorted(urls, key=lambda url: (md5_hex(url), claim_occurrence(claims[url])))
+    same_page = make_claim(md5_digest(urls[0]), 2), make_claim(md5_digest(urls[0]), 9)
+    assert smaller_claim(*same_page) == same_page[0] and smaller_claim(same_page[1], None) == same_page[1]
+    with pytest.raises(ValueError, match="does not fit"):
+        make_claim(md5_digest(urls[0]), 1 << 32)
 
 
 def test_duplicate_raw_urls_are_rejected(tmp_path):
@@ -395,8 +411,17 @@ def test_duplicate_raw_urls_are_rejected(tmp_path):
         dedup_lines_reference(pages)
     with pytest.raises(DuplicateUrlError):
         dedup_sentences_reference(pages)
-    with pytest.raises(Exception, match="share the raw URL"):
+    with pytest.raises(Exception, match="occur on more than one page"):
         run_beam(tmp_path, {"dup": (pages, DedupLines())})
+
+
+def test_two_urls_with_one_md5_are_rejected(monkeypatch):
+    """A page's md5 is its identity: two raw URLs sharing one (a collision, planted) are refused, not merged."""
+    from c4prep.pipelines import dedup as dedup_module
+
+    monkeypatch.setattr(dedup_module, "md5_digest", lambda text: b"\0" * 16)
+    with pytest.raises(DuplicateUrlError, match="have the same md5"):
+        dedup_module.check_one_page_per_id(["http://a.example/", "http://b.example/"])
 
 
 def test_modes_and_transform_factory():
@@ -416,8 +441,8 @@ def test_ownership_step_is_a_liftable_combine_not_a_group():
     urns = {t.unique_name: t.spec.urn for t in proto.components.transforms.values()}
     assert urns["Dedup/SmallestClaimPerKey"] == "beam:transform:combine_per_key:v1"
     groups = [name for name, urn in urns.items() if urn == "beam:transform:group_by_key:v1"]
-    # The only grouping is the join by URL (and the runner-API expansion of the combine itself).
-    assert all(name.startswith(("Dedup/JoinByUrl/", "Dedup/SmallestClaimPerKey/")) for name in groups), groups
+    # The only grouping is the join by page id (and the runner-API expansion of the combine itself).
+    assert all(name.startswith(("Dedup/JoinById/", "Dedup/SmallestClaimPerKey/")) for name in groups), groups
 
 
 # ------------------------------------------------------------------------------------------------ real pages
