@@ -267,12 +267,15 @@ def window_spans(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[tuple[
             for line, sentences in enumerate(lines) for start, width in line_windows(sentences, size)]
 
 
+def span_key(lines: list[list[str]], span: tuple[int, int, int]) -> Key:
+    """The key of the window at `span` = `(line, start, size)` of `lines`."""
+    line, start, size = span
+    return window_key(lines[line][start : start + size])
+
+
 def sentence_windows(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[Window]:
     """Every window occurrence of a page (see `window_spans`) with its key."""
-    return [
-        Window(window_key(lines[line][start : start + width]), line, start, width)
-        for line, start, width in window_spans(lines, size)
-    ]
+    return [Window(span_key(lines, span), *span) for span in window_spans(lines, size)]
 
 
 def sentence_claims(page: Page, lines: list[list[str]] | None = None) -> list[tuple[Key, Claim]]:
@@ -316,12 +319,13 @@ def remove_unowned_sentences(
     if lines is None:
         lines = sentences_by_line(page)
     kept = set(kept)
+    spans = window_spans(lines)
     if tfds_1x_quirk:
-        keys = [window.key for window in sentence_windows(lines)]
+        keys = [span_key(lines, span) for span in spans]
         repeats = Counter(keys)
         kept = {occurrence for occurrence in kept if repeats[keys[occurrence]] == 1}
     removed: list[set[int]] = [set() for _ in lines]
-    for occurrence, (line, start, size) in enumerate(window_spans(lines)):
+    for occurrence, (line, start, size) in enumerate(spans):
         if occurrence not in kept:
             removed[line].update(range(start, start + size))
     counters: Counter[str] = Counter({"sentence-in": sum(len(sentences) for sentences in lines)})

@@ -167,11 +167,6 @@ def _kept(funnel: Funnel, pages_read: int, done: bool) -> int:
     return funnel.pages_out if done else pages_read - sum(_stage_drops(funnel).values())
 
 
-def pages_kept_so_far(counters: Counters, done: bool = False) -> int:
-    """Pages read and not dropped (yet) by any stage; ``done``: the pages written."""
-    return _kept(build_funnel(counters), counters.get(READ_NAMESPACE, {}).get("records", 0), done)
-
-
 def format_progress(counters: Counters, elapsed_s: float, done: bool = False) -> str:
     """One progress line of a C4 run from its counters so far: pages read, kept so far (read and not dropped yet; at
     the end, written), the read rate and what each stage reached so far dropped, e.g. ``progress 0:01:05: 12,345

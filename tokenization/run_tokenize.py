@@ -7,7 +7,6 @@ job publishes its own (:mod:`c4prep.staged_output`).
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -121,7 +120,7 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
     except ValueError as error:
         raise TokenizeError(f"--vocab {config.vocab}: {error}") from None
     check_output_folder(config.output)
-    model_sha256 = hashlib.sha256(vocab.model_proto).hexdigest()
+    model_sha256 = vocab.model_sha256
     schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
     options = pipeline_options(config.runner, list(beam_args or []))
     pipeline = new_pipeline(options)

@@ -6,6 +6,7 @@ produced by :meth:`Vocabulary.encode`: raw text containing the string ``<extra_i
 """
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -122,6 +123,12 @@ class SentencePieceVocabulary(Vocabulary):
     def model_proto(self) -> bytes:
         """The serialised SentencePiece model."""
         return self._model_proto
+
+    @property
+    def model_sha256(self) -> str:
+        """The SHA-256 of the serialised model: what token manifests record (``vocabulary.model_sha256``) and what
+        training and export check a vocabulary against."""
+        return hashlib.sha256(self._model_proto).hexdigest()
 
     @property
     def base_vocab_size(self) -> int:

@@ -113,7 +113,7 @@ def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVoc
         found = SentencePieceVocabulary(proto, extra_ids=extra_ids)
     except ValueError as error:
         raise ExportError(f"vocabulary {vocab}: {error} (pass --vocab=<vocabulary folder or .model file>)") from None
-    sha256 = _sha256(proto)
+    sha256 = found.model_sha256
     if expected and sha256 != expected:
         raise ExportError(f"{uri} is not the vocabulary the token shards {tokens} were made with (SHA-256 differs): "
                           "pass that one with --vocab")

@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,7 +180,7 @@ def token_vocabulary(tokens_dir: str) -> SentencePieceVocabulary:
     except (OSError, TypeError, ValueError) as error:
         raise TokenDataError(f"{tokens_dir}/manifest.json names the vocabulary {model}, which does not load "
                              f"({error}); restore it there") from None
-    if hashlib.sha256(vocab.model_proto).hexdigest() != named.get("model_sha256"):
+    if vocab.model_sha256 != named.get("model_sha256"):
         raise TokenDataError(f"{model} is not the vocabulary {tokens_dir} was tokenized with (its SHA-256 differs); "
                              "restore that one")
     return vocab
