@@ -4,11 +4,13 @@ pass; its reference backward (the one its compiled kernels are checked against) 
 The fused CUDA kernels are compared in test_gpu.py."""
 import dataclasses
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.attention.flex_attention as flex_module
 
+from c4prep.training.models import t5_flex
 from c4prep.training.models.t5 import T5, t5_config
 
 B, ENC, DEC = 3, 20, 12
@@ -96,3 +98,14 @@ def test_flex_needs_dropout_zero():
         t5_config("t5_v1_0_tiny", 100, attention_impl="flex")
     with pytest.raises(ValueError, match="attention_impl must be 'dense' or 'flex'"):
         t5_config("t5_tiny", 100, attention_impl="sdpa")
+
+
+def test_cuda_calls_the_compiled_kernel_with_smaller_blocks(monkeypatch):
+    """On CUDA the compiled flex_attention gets t5_flex's 64 x 64 blocks (PyTorch's default 128 x 128 for heads of 64
+    asked for more shared memory than an H200 has); here the kernel is a stand-in that records its call."""
+    calls = []
+    monkeypatch.setattr(t5_flex, "_compiled_flex", lambda: lambda *args, **kwargs: calls.append(kwargs) or "out")
+    heads = SimpleNamespace(device=torch.device("cuda"))
+    assert t5_flex.FlexScores(block_mask="mask").attend(heads, heads, heads) == "out"
+    assert calls == [{"score_mod": None, "block_mask": "mask", "scale": 1.0,
+                      "kernel_options": {"BLOCK_M": 64, "BLOCK_N": 64}}]
