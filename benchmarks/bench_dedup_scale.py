@@ -205,6 +205,47 @@ def shuffle_only():
             | beam.FlatMap(lambda url_pages: url_pages[1]))
 
 
+def lines_in_place(pages: int):
+    """Line dedup with the page text kept in place, the shape RESULTS.md proposes for bounded memory: chunk starts
+    in; only hashes and ids cross the two shuffles (claims to the same combiner as `DedupLines`, then each key's owner
+    to the chunk its page came from); each chunk's pages are built again and their owned lines applied with
+    `dedup.remove_unowned_lines`. Pages out, and their counters (namespace `dedupe-lines`), as `DedupLines`'s."""
+    import apache_beam as beam
+
+    from c4prep.beam_runs import CounterCache
+    from c4prep.pipelines import dedup
+    from c4prep.pipelines.beam_dedup import SmallestClaim
+
+    def claims(start: int):
+        for page in chunk_pages(start, pages):
+            for key, claim in dedup.line_claims(page):
+                yield key, (claim, start)  # claims are distinct per page, so the chunk never decides
+
+    def to_chunk(keyed):
+        key, ((claim, start), _) = keyed
+        yield start, (dedup.claim_page(claim), key, dedup.claim_occurrence(claim))
+
+    class ApplyOwners(beam.DoFn):
+        def setup(self) -> None:
+            self.counters = CounterCache(dedup.LINES_NAMESPACE)
+
+        def process(self, chunk_owners):
+            start, owners = chunk_owners
+            owned: dict[bytes, dict[bytes, int]] = {}
+            for page_id, key, occurrence in owners:
+                owned.setdefault(page_id, {})[key] = occurrence
+            for page in chunk_pages(start, pages):
+                outcome = dedup.remove_unowned_lines(page, owned.get(dedup.page_id(page), {}))
+                for name, value in outcome.counters.items():
+                    self.counters.inc(name, value)
+                if outcome.page is not None:
+                    yield outcome.page
+
+    return (beam.FlatMap(claims) | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaim())
+            | "ToChunk" >> beam.FlatMap(to_chunk) | "OwnersByChunk" >> beam.GroupByKey()
+            | "ApplyOwners" >> beam.ParDo(ApplyOwners()))
+
+
 def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_memory_limit: str,
             dask_memory_fractions: list[float] | None = None) -> dict:
     """One measured run in this process."""
@@ -217,7 +258,8 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
 
     transform, namespace = {"lines": (DedupLines, dedup.LINES_NAMESPACE),
                             "sentences": (DedupSentences, dedup.SENTENCES_NAMESPACE),
-                            "shuffle": (shuffle_only, NAMESPACE)}[mode]
+                            "shuffle": (shuffle_only, NAMESPACE),
+                            "lines-in-place": (lambda: lines_in_place(pages), dedup.LINES_NAMESPACE)}[mode]
     cluster = None
     if runner == "dask":
         import dask
@@ -234,13 +276,10 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
         options = pipeline_options("DirectRunner", ["--direct_running_mode=multi_processing",
                                                     f"--direct_num_workers={workers}"])
     pipeline = new_pipeline(options)
-    (
-        pipeline
-        | "ChunkStarts" >> beam.Create(range(0, pages, CHUNK), reshuffle=False)
-        | "BuildPages" >> beam.FlatMap(chunk_pages, pages=pages)
-        | "Dedup" >> transform()
-        | "Count" >> count_pages()
-    )
+    starts = pipeline | "ChunkStarts" >> beam.Create(range(0, pages, CHUNK), reshuffle=False)
+    if mode != "lines-in-place":  # that mode builds its pages from the chunk starts itself, twice
+        starts = starts | "BuildPages" >> beam.FlatMap(chunk_pages, pages=pages)
+    _ = starts | "Dedup" >> transform() | "Count" >> count_pages()
     cpu = cpu_seconds()
     start = time.perf_counter()
     with WorkerMemory() if cluster is None else nullcontext() as memory:
@@ -267,7 +306,7 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
         "integrity_errors": integrity_errors(collected),
     }
     if check and mode != "shuffle":
-        reference = dedup.dedup_lines_reference if mode == "lines" else dedup.dedup_sentences_reference
+        reference = dedup.dedup_sentences_reference if mode == "sentences" else dedup.dedup_lines_reference
         kept, expected = reference(scale_page(i) for i in range(pages))
         beam_counters = {name: value for name, value in counters.items() if name != "pages-out"}
         report["matches_reference"] = beam_counters == expected and counters.get("pages-out") == len(kept)
@@ -284,7 +323,7 @@ def worker_memory(peaks: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--modes", nargs="+", choices=("lines", "sentences", "shuffle"),
+    parser.add_argument("--modes", nargs="+", choices=("lines", "sentences", "shuffle", "lines-in-place"),
                         default=["lines", "sentences", "shuffle"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pages-per-worker", type=int,
