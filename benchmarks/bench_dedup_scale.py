@@ -25,6 +25,10 @@ Mode ``shuffle`` keys the pages by URL and groups them (``GroupByKey``) without 
 ownership dedup needs to join its decisions back to the pages, so its memory is the runner's own cost. The dedup
 modes' memory above it is what the dedup adds.
 
+Mode ``lines-in-place`` is line dedup with the page text kept in place (`lines_in_place`): only hashes and ids cross
+its two shuffles, the claims and then each key's owner to the chunk its page came from, and each chunk's pages are
+built again to apply their owners. Same pages out and counters as ``lines``.
+
 ``--pages-per-worker K`` scales the DirectRunner out with the data instead (weak scaling): ``ceil(N / K)`` SDK worker
 processes, so every worker's bundle holds about K pages whatever N, as a distributed runner's autoscaling keeps
 each worker's share bounded. A transform that kept state growing with the corpus on a worker (a global side input,
