@@ -250,6 +250,85 @@ def lines_in_place(pages: int):
             | "ApplyOwners" >> beam.ParDo(ApplyOwners()))
 
 
+BUCKETS = 64  # key buckets of lines-in-place-packed: its claim shuffle carries chunks x BUCKETS blocks
+
+
+def _as_words(digests: list[bytes]):
+    """16-byte digests as an [n, 2] array of their big-endian 64-bit halves (which order as the digests do)."""
+    import numpy as np
+
+    return np.frombuffer(b"".join(digests), dtype=">u8").reshape(-1, 2).astype(np.uint64)
+
+
+def _digest(words) -> bytes:
+    return int(words[0]).to_bytes(8, "big") + int(words[1]).to_bytes(8, "big")
+
+
+def _first_per_key(keys, pages, occurrences, chunks):
+    """Rows sorted by (key, page, occurrence), the first of each key kept: the smallest claim per key."""
+    import numpy as np
+
+    order = np.lexsort((occurrences, pages[:, 1], pages[:, 0], keys[:, 1], keys[:, 0]))
+    keys, pages, occurrences, chunks = keys[order], pages[order], occurrences[order], chunks[order]
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = (keys[1:] != keys[:-1]).any(axis=1)
+    return keys[first], pages[first], occurrences[first], chunks[first]
+
+
+def lines_in_place_packed(pages: int):
+    """`lines_in_place` with claims and owners packed into numpy blocks: each chunk sends one block of its smallest
+    claims per key bucket, each bucket keeps the smallest claim per key and sends one block of owners per chunk."""
+    import apache_beam as beam
+    import numpy as np
+
+    from c4prep.beam_runs import CounterCache
+    from c4prep.pipelines import dedup
+
+    def claim_blocks(start: int):
+        keys, page_ids, occurrences = [], [], []
+        for page in chunk_pages(start, pages):
+            for key, claim in dedup.line_claims(page):
+                keys.append(key)
+                page_ids.append(dedup.claim_page(claim))
+                occurrences.append(dedup.claim_occurrence(claim))
+        if not keys:
+            return
+        block = _first_per_key(_as_words(keys), _as_words(page_ids), np.array(occurrences, dtype=np.uint32),
+                               np.full(len(keys), start, dtype=np.uint32))
+        buckets = block[0][:, 1] % BUCKETS
+        for bucket in np.unique(buckets):
+            chosen = buckets == bucket
+            yield int(bucket), tuple(column[chosen] for column in block)
+
+    def owner_blocks(bucket_blocks):
+        _, blocks = bucket_blocks
+        keys, page_ids, occurrences, chunks = _first_per_key(*(np.concatenate(column) for column in zip(*blocks)))
+        for chunk in np.unique(chunks):
+            chosen = chunks == chunk
+            yield int(chunk), (keys[chosen], page_ids[chosen], occurrences[chosen])
+
+    class ApplyOwners(beam.DoFn):
+        def setup(self) -> None:
+            self.counters = CounterCache(dedup.LINES_NAMESPACE)
+
+        def process(self, chunk_blocks):
+            start, blocks = chunk_blocks
+            owned: dict[bytes, dict[bytes, int]] = {}
+            for keys, page_ids, occurrences in blocks:
+                for key, page_id, occurrence in zip(keys, page_ids, occurrences):
+                    owned.setdefault(_digest(page_id), {})[_digest(key)] = int(occurrence)
+            for page in chunk_pages(start, pages):
+                outcome = dedup.remove_unowned_lines(page, owned.get(dedup.page_id(page), {}))
+                for name, value in outcome.counters.items():
+                    self.counters.inc(name, value)
+                if outcome.page is not None:
+                    yield outcome.page
+
+    return (beam.FlatMap(claim_blocks) | "ClaimsByBucket" >> beam.GroupByKey()
+            | "OwnerBlocks" >> beam.FlatMap(owner_blocks) | "OwnersByChunk" >> beam.GroupByKey()
+            | "ApplyOwners" >> beam.ParDo(ApplyOwners()))
+
+
 def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_memory_limit: str,
             dask_memory_fractions: list[float] | None = None) -> dict:
     """One measured run in this process."""
@@ -263,7 +342,9 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
     transform, namespace = {"lines": (DedupLines, dedup.LINES_NAMESPACE),
                             "sentences": (DedupSentences, dedup.SENTENCES_NAMESPACE),
                             "shuffle": (shuffle_only, NAMESPACE),
-                            "lines-in-place": (lambda: lines_in_place(pages), dedup.LINES_NAMESPACE)}[mode]
+                            "lines-in-place": (lambda: lines_in_place(pages), dedup.LINES_NAMESPACE),
+                            "lines-in-place-packed": (lambda: lines_in_place_packed(pages),
+                                                      dedup.LINES_NAMESPACE)}[mode]
     cluster = None
     if runner == "dask":
         import dask
@@ -281,7 +362,7 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
                                                     f"--direct_num_workers={workers}"])
     pipeline = new_pipeline(options)
     starts = pipeline | "ChunkStarts" >> beam.Create(range(0, pages, CHUNK), reshuffle=False)
-    if mode != "lines-in-place":  # that mode builds its pages from the chunk starts itself, twice
+    if not mode.startswith("lines-in-place"):  # those build their pages from the chunk starts themselves, twice
         starts = starts | "BuildPages" >> beam.FlatMap(chunk_pages, pages=pages)
     _ = starts | "Dedup" >> transform() | "Count" >> count_pages()
     cpu = cpu_seconds()
@@ -327,7 +408,8 @@ def worker_memory(peaks: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--modes", nargs="+", choices=("lines", "sentences", "shuffle", "lines-in-place"),
+    parser.add_argument("--modes", nargs="+", choices=("lines", "sentences", "shuffle", "lines-in-place",
+                                                       "lines-in-place-packed"),
                         default=["lines", "sentences", "shuffle"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pages-per-worker", type=int,
