@@ -27,7 +27,9 @@ modes' memory above it is what the dedup adds.
 
 Mode ``lines-in-place`` is line dedup with the page text kept in place (`lines_in_place`): only hashes and ids cross
 its two shuffles, the claims and then each key's owner to the chunk its page came from, and each chunk's pages are
-built again to apply their owners. Same pages out and counters as ``lines``.
+built again to apply their owners. Same pages out and counters as ``lines``. Mode ``lines-in-place-packed`` also
+packs claims and owners into numpy blocks (`lines_in_place_packed`), so its shuffles carry chunks x ``BUCKETS``
+elements instead of one per key.
 
 ``--pages-per-worker K`` scales the DirectRunner out with the data instead (weak scaling): ``ceil(N / K)`` SDK worker
 processes, so every worker's bundle holds about K pages whatever N, as a distributed runner's autoscaling keeps
