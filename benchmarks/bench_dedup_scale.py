@@ -211,6 +211,34 @@ def shuffle_only():
             | beam.FlatMap(lambda url_pages: url_pages[1]))
 
 
+def apply_owners(pages: int, owned_rows):
+    """ParDo: `(chunk start, owner groups)` -> the chunk's pages built again, each after `dedup.remove_unowned_lines`
+    with the keys it owns (counters in namespace `dedupe-lines`). `owned_rows(groups)` yields `(page id, key,
+    occurrence)` rows."""
+    import apache_beam as beam
+
+    from c4prep.beam_runs import CounterCache
+    from c4prep.pipelines import dedup
+
+    class ApplyOwners(beam.DoFn):
+        def setup(self) -> None:
+            self.counters = CounterCache(dedup.LINES_NAMESPACE)
+
+        def process(self, chunk_groups):
+            start, groups = chunk_groups
+            owned: dict[bytes, dict[bytes, int]] = {}
+            for page_id, key, occurrence in owned_rows(groups):
+                owned.setdefault(page_id, {})[key] = occurrence
+            for page in chunk_pages(start, pages):
+                outcome = dedup.remove_unowned_lines(page, owned.get(dedup.page_id(page), {}))
+                for name, value in outcome.counters.items():
+                    self.counters.inc(name, value)
+                if outcome.page is not None:
+                    yield outcome.page
+
+    return beam.ParDo(ApplyOwners())
+
+
 def lines_in_place(pages: int):
     """Line dedup with the page text kept in place, the shape RESULTS.md proposes for bounded memory: chunk starts
     in; only hashes and ids cross the two shuffles (claims to the same combiner as `DedupLines`, then each key's owner
@@ -218,7 +246,6 @@ def lines_in_place(pages: int):
     `dedup.remove_unowned_lines`. Pages out, and their counters (namespace `dedupe-lines`), as `DedupLines`'s."""
     import apache_beam as beam
 
-    from c4prep.beam_runs import CounterCache
     from c4prep.pipelines import dedup
     from c4prep.pipelines.beam_dedup import SmallestClaim
 
@@ -231,25 +258,9 @@ def lines_in_place(pages: int):
         key, ((claim, start), _) = keyed
         yield start, (dedup.claim_page(claim), key, dedup.claim_occurrence(claim))
 
-    class ApplyOwners(beam.DoFn):
-        def setup(self) -> None:
-            self.counters = CounterCache(dedup.LINES_NAMESPACE)
-
-        def process(self, chunk_owners):
-            start, owners = chunk_owners
-            owned: dict[bytes, dict[bytes, int]] = {}
-            for page_id, key, occurrence in owners:
-                owned.setdefault(page_id, {})[key] = occurrence
-            for page in chunk_pages(start, pages):
-                outcome = dedup.remove_unowned_lines(page, owned.get(dedup.page_id(page), {}))
-                for name, value in outcome.counters.items():
-                    self.counters.inc(name, value)
-                if outcome.page is not None:
-                    yield outcome.page
-
     return (beam.FlatMap(claims) | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaim())
             | "ToChunk" >> beam.FlatMap(to_chunk) | "OwnersByChunk" >> beam.GroupByKey()
-            | "ApplyOwners" >> beam.ParDo(ApplyOwners()))
+            | "ApplyOwners" >> apply_owners(pages, iter))
 
 
 BUCKETS = 64  # key buckets of lines-in-place-packed: its claim shuffle carries chunks x BUCKETS blocks
@@ -283,7 +294,6 @@ def lines_in_place_packed(pages: int):
     import apache_beam as beam
     import numpy as np
 
-    from c4prep.beam_runs import CounterCache
     from c4prep.pipelines import dedup
 
     def claim_blocks(start: int):
@@ -309,26 +319,14 @@ def lines_in_place_packed(pages: int):
             chosen = chunks == chunk
             yield int(chunk), (keys[chosen], page_ids[chosen], occurrences[chosen])
 
-    class ApplyOwners(beam.DoFn):
-        def setup(self) -> None:
-            self.counters = CounterCache(dedup.LINES_NAMESPACE)
-
-        def process(self, chunk_blocks):
-            start, blocks = chunk_blocks
-            owned: dict[bytes, dict[bytes, int]] = {}
-            for keys, page_ids, occurrences in blocks:
-                for key, page_id, occurrence in zip(keys, page_ids, occurrences):
-                    owned.setdefault(_digest(page_id), {})[_digest(key)] = int(occurrence)
-            for page in chunk_pages(start, pages):
-                outcome = dedup.remove_unowned_lines(page, owned.get(dedup.page_id(page), {}))
-                for name, value in outcome.counters.items():
-                    self.counters.inc(name, value)
-                if outcome.page is not None:
-                    yield outcome.page
+    def owner_rows(blocks):
+        for keys, page_ids, occurrences in blocks:
+            for key, page_id, occurrence in zip(keys, page_ids, occurrences):
+                yield _digest(page_id), _digest(key), int(occurrence)
 
     return (beam.FlatMap(claim_blocks) | "ClaimsByBucket" >> beam.GroupByKey()
             | "OwnerBlocks" >> beam.FlatMap(owner_blocks) | "OwnersByChunk" >> beam.GroupByKey()
-            | "ApplyOwners" >> beam.ParDo(ApplyOwners()))
+            | "ApplyOwners" >> apply_owners(pages, owner_rows))
 
 
 def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_memory_limit: str,
