@@ -9,8 +9,9 @@
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/ and ptb/. Steps, each logged to <results>/<step>.log:
-#   tests          pytest -m gpu -n 8 (pytest-xdist: 8 processes share the GPU): tests/test_gpu.py (attention paths, dropout hypotheses, T5 logits, FlexAttention)
-#                  and tests/test_gpu_training.py (bf16 vs fp32 curves, compile, resume, torchrun) -> tests.xml
+#   tests          pytest -m gpu -n 8 (pytest-xdist: 8 processes share the GPU): tests/test_gpu.py (attention paths,
+#                  dropout hypotheses, T5 logits, FlexAttention) and tests/test_gpu_training.py (bf16 vs fp32 curves,
+#                  compile, resume, torchrun) -> tests.xml
 #   sdpa_layouts   SDPA's memory-efficient kernel with dropout at the A5 model's layouts against fp64
 #                  -> sdpa_dropout_layouts.jsonl (benchmarks/gpu_sdpa_dropout_layouts.py)
 #   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 / fp32 / bf16 compiled / bf16

@@ -47,9 +47,10 @@ def test_compiled_training_matches_eager(tmp_path):
 def test_compile_mode_reaches_torch_compile(tmp_path, monkeypatch):
     modes = []
     monkeypatch.setattr(torch, "compile", lambda module, mode=None: modes.append(mode) or module)
-    gpt_trainer(tmp_path / "graphs", "trainer.compile=true", "trainer.compile_mode=reduce-overhead")
-    gpt_trainer(tmp_path / "default", "trainer.compile=true")
+    graphs = gpt_trainer(tmp_path / "graphs", "trainer.compile=true", "trainer.compile_mode=reduce-overhead")
+    default = gpt_trainer(tmp_path / "default", "trainer.compile=true")
     assert modes == ["reduce-overhead", None]
+    assert graphs.cuda_graphs and not default.cuda_graphs  # only CUDA graphs mark each step's start
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -22,6 +22,7 @@ from .models.t5 import T5Config
 
 PRECISIONS = ("fp32", "bf16")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the compile modes that replay CUDA graphs
 DEVICES = ("auto", "cpu", "cuda")
 RESUME_MODES = ("auto", "never", "must")
 
