@@ -330,7 +330,8 @@ def lines_in_place_packed(pages: int):
 
 
 def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_memory_limit: str,
-            dask_memory_fractions: list[float] | None = None) -> dict:
+            dask_memory_fractions: list[float] | None = None, dask_partitions: int | None = None,
+            dask_shuffle: str = "tasks") -> dict:
     """One measured run in this process."""
     import apache_beam as beam
 
@@ -356,7 +357,8 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                memory_limit=dask_memory_limit, dashboard_address=None)
         options = pipeline_options("DaskRunner", [f"--dask_client_address={cluster.scheduler_address}",
-                                                  f"--dask_npartitions={-(-pages // CHUNK)}"])
+                                                  f"--dask_npartitions={dask_partitions or -(-pages // CHUNK)}",
+                                                  f"--dask_shuffle={dask_shuffle}"])
     else:
         options = pipeline_options("DirectRunner", ["--direct_running_mode=multi_processing",
                                                     f"--direct_num_workers={workers}"])
@@ -381,7 +383,8 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
     counters = {**collected.get(namespace, {}), **collected.get(NAMESPACE, {})}
     report = {
         "pages": pages, "mode": mode, "runner": runner, "workers": workers,
-        **({"dask_memory_limit": dask_memory_limit, "dask_memory_fractions": dask_memory_fractions}
+        **({"dask_memory_limit": dask_memory_limit, "dask_memory_fractions": dask_memory_fractions,
+            "dask_partitions": dask_partitions or -(-pages // CHUNK), "dask_shuffle": dask_shuffle}
            if runner == "dask" else {}),
         "seconds": round(seconds, 1), "cpu_seconds": round(cpu_seconds() - cpu, 1),
         "pages_per_second": round(pages / seconds),
@@ -419,13 +422,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dask-memory-limit", default="1.5GiB", help="per Dask worker (it spills past 60-70%%)")
     parser.add_argument("--dask-memory-fractions", type=float, nargs=3, metavar=("TARGET", "SPILL", "PAUSE"),
                         help="Dask's worker memory thresholds (default 0.6 0.7 0.8 of the limit)")
+    parser.add_argument("--dask-partitions", type=int,
+                        help="Dask partitions of the chunk starts (default one per chunk of 1,000 pages)")
+    parser.add_argument("--dask-shuffle", choices=("tasks", "disk"), default="tasks",
+                        help="how Dask groups (Beam's GroupByKey): in memory between tasks, or through local disk")
     parser.add_argument("--run-timeout", type=float, help="seconds; a run still going then is killed and reported")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.child:
         print(json.dumps(run_one(args.pages[0], args.modes[0], args.workers, args.check, args.runner,
-                                 args.dask_memory_limit, args.dask_memory_fractions)), flush=True)
+                                 args.dask_memory_limit, args.dask_memory_fractions, args.dask_partitions,
+                                 args.dask_shuffle)), flush=True)
         return 0
 
     if args.pages_per_worker is not None and (args.runner != "direct" or args.pages_per_worker < 1):
@@ -437,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
             command = [sys.executable, os.path.abspath(__file__), "--child", "--pages", str(pages), "--modes", mode,
                        "--workers", str(workers), "--runner", args.runner,
                        "--dask-memory-limit", args.dask_memory_limit, *(["--check"] if args.check else []),
+                       *(["--dask-partitions", str(args.dask_partitions)] if args.dask_partitions else []),
+                       "--dask-shuffle", args.dask_shuffle,
                        *(["--dask-memory-fractions", *map(str, args.dask_memory_fractions)]
                          if args.dask_memory_fractions else [])]
             try:

@@ -75,18 +75,21 @@ def pipeline_options(runner: str, beam_args: list[str]) -> PipelineOptions:
 
 def beam_option_parser() -> argparse.ArgumentParser:
     """A parser of every option Beam defines (its own and its runners'), built the way Beam builds it."""
-    try:  # the DaskRunner defines its options in its own module
+    try:  # the DaskRunner defines its options in its own module, c4prep its own in `dask_shuffle`
         import apache_beam.runners.dask.dask_runner  # noqa: F401
+
+        import c4prep.dask_shuffle  # noqa: F401
     except ImportError:
         pass
-    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
+    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False, exit_on_error=False)
     for options_class in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
         options_class._add_argparse_args(parser)  # Beam's extension point for option classes
     return parser
 
 
 def split_beam_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(arguments Beam does not know, every option string Beam knows)."""
+    """(arguments Beam does not know, every option string Beam knows); an `argparse.ArgumentError` for a value Beam
+    refuses (e.g. an invalid choice)."""
     parser = beam_option_parser()
     _, unknown = parser.parse_known_args(list(args))
     return unknown, [option for action in parser._actions for option in action.option_strings]

@@ -17,6 +17,7 @@ import distributed
 from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
+from c4prep.dask_shuffle import DaskShuffleOptions, dask_shuffle
 from c4prep.dask_workarounds import DeepSizes, LiftCombiners, releasing_bundle_outputs
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, watching
@@ -88,7 +89,8 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
     """Run the job on the Dask cluster named by the options and return its counters, each task counted once.
 
     The job runs with c4prep's workarounds for Beam's DaskRunner (`dask_workarounds`): combiners lifted, bundle
-    outputs released and `finish_bundle` outputs kept, elements sized for spilling. With ``progress``, the progress line
+    outputs released and `finish_bundle` outputs kept, elements sized for spilling; its `GroupByKey`s shuffle as
+    ``--dask_shuffle`` says (`dask_shuffle`). With ``progress``, the progress line
     counts the tasks that have finished so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a
     task is a whole partition of a stage, so the numbers move in steps."""
     client_options = options.view_as(DaskOptions).get_all_options(drop_default=True, current_only=True)
@@ -106,7 +108,8 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
         try:
             with watching(progress) as watch:
                 pipeline.replace_all([LiftCombiners()])
-                with releasing_bundle_outputs():
+                shuffle = options.view_as(DaskShuffleOptions).dask_shuffle
+                with releasing_bundle_outputs(), dask_shuffle(client, shuffle):
                     result = pipeline.run()
                 watch.add_source(Throttled(finished_tasks))
                 try:

@@ -4,6 +4,7 @@ A traceback appears only for a real bug, or for any error under ``c4prep --debug
 """
 from __future__ import annotations
 
+import argparse
 import difflib
 import logging
 import sys
@@ -79,7 +80,10 @@ def refuse_unknown_options(ctx: click.Context, command: str) -> None:
     closest option of the command or of Beam), if any: what the command passes on to Beam must be Beam's."""
     from c4prep.beam_runs import split_beam_args
 
-    unknown, beam_options = split_beam_args(ctx.args)
+    try:
+        unknown, beam_options = split_beam_args(ctx.args)
+    except argparse.ArgumentError as error:
+        raise UserError(f"{error}; nothing ran, see `{command} --help`") from None
     if not unknown:
         return
     own_options = [name for param in ctx.command.params for name in (*param.opts, *param.secondary_opts)]

@@ -36,7 +36,8 @@ class EmptyRunError(InputError):
 
 
 class DataLossError(RuntimeError):
-    """Pages or dedup records went missing between two pipeline steps (`Funnel.losses`); nothing was written."""
+    """Pages or dedup records went missing, or were duplicated, between two pipeline steps (`Funnel.losses`);
+    nothing was written."""
 
 
 @dataclass
@@ -106,14 +107,15 @@ def check_inputs(config: RunConfig) -> list[str]:
 
 
 def check_publishable(funnel: Funnel, config: RunConfig) -> None:
-    """A :class:`DataLossError` when pages went missing between steps; an :class:`EmptyRunError` when the run kept
-    no page and `allow_empty` was not given."""
+    """A :class:`DataLossError` when pages went missing (or were duplicated) between steps; an
+    :class:`EmptyRunError` when the run kept no page and `allow_empty` was not given."""
     if funnel.losses:
         raise DataLossError(
             f"data went missing between pipeline steps on the {config.runner} runner ({'; '.join(funnel.losses)}), "
             f"so nothing was written to {config.output}. This is a runner fault, not an input problem: run again, "
             "and with the DirectRunner use fewer --direct_num_workers (its multi_processing mode lost a whole "
-            "worker's share of a stage at 20 workers in c4prep's tests).")
+            "worker's share of a stage at 20 workers in c4prep's tests); on Dask with --dask_shuffle=disk, a worker "
+            "lost during a shuffle has its share counted twice (--dask_shuffle=tasks recovers from it).")
     if funnel.pages_out or config.allow_empty:
         return
     problems = input_problem_counts(funnel) or "none"

@@ -19,7 +19,7 @@ import pytest
 from c4prep import progress
 from c4prep.manifest import read_manifest
 from c4prep.pipelines.funnel import format_progress
-from c4prep.pipelines.run_c4 import RunConfig, check_inputs, one_partition_per_file, run_c4
+from c4prep.pipelines.run_c4 import DataLossError, RunConfig, check_inputs, one_partition_per_file, run_c4
 from c4prep.runner_results import RunnerSetupError
 
 distributed = pytest.importorskip("distributed", reason="Dask is not installed: pip install 'apache-beam[dask]'")
@@ -156,15 +156,16 @@ def _assert_same_output(output: Path, reference: Path) -> None:
                                                               "manifest.json"]
 
 
+@pytest.mark.parametrize("shuffle", ["tasks", "disk"])
 def test_dask_cluster_gives_the_direct_runner_shards_and_counters(dask_cluster, path_list, direct_output, tmp_path,
-                                                                   monkeypatch):
+                                                                   monkeypatch, shuffle):
     with distributed.Client(dask_cluster.address) as client:
         executed_before = client.run(lambda dask_worker: dask_worker.state.executed_count)
     output = tmp_path / "dask"
     monkeypatch.setattr(progress, "REMOTE_POLL_S", 0.1)
     lines = io.StringIO()
     result = run_c4(RunConfig(output=str(output), path_list=path_list, num_shards=NUM_SHARDS, runner="DaskRunner"),
-                    [f"--dask_client_address={dask_cluster.address}"],
+                    [f"--dask_client_address={dask_cluster.address}", f"--dask_shuffle={shuffle}"],
                     progress.ProgressSettings(format_progress, 0.05, lines))
     assert result.funnel.reconciled and result.funnel.pages_in == 335
     _assert_same_output(output, direct_output)
@@ -191,8 +192,9 @@ def _kill_first_busy_worker(address: str, done: threading.Event, killed: dict) -
             time.sleep(0.02)
 
 
+@pytest.mark.parametrize("shuffle", ["tasks", "disk"])
 def test_killed_worker_is_recovered_without_lost_or_duplicated_records(dask_cluster, sample_parts, direct_output,
-                                                                       tmp_path):
+                                                                       tmp_path, shuffle):
     output = tmp_path / "dask-killed"
     done, killed = threading.Event(), {}
     killer = threading.Thread(target=_kill_first_busy_worker, args=(dask_cluster.address, done, killed))
@@ -201,7 +203,7 @@ def test_killed_worker_is_recovered_without_lost_or_duplicated_records(dask_clus
         # One glob: c4prep gives each of the NUM_PARTS files its own partition (one_partition_per_file).
         glob = str(Path(sample_parts[0]).parent / "part-*.warc.wet.gz")
         result = run_c4(RunConfig(output=str(output), inputs=[glob], num_shards=NUM_SHARDS, runner="DaskRunner"),
-                        [f"--dask_scheduler_file={dask_cluster.scheduler_file}"])
+                        [f"--dask_scheduler_file={dask_cluster.scheduler_file}", f"--dask_shuffle={shuffle}"])
     finally:
         done.set()
         killer.join()
@@ -246,3 +248,82 @@ def test_each_input_file_is_its_own_dask_partition(tmp_path):
 def test_task_counts_sum_per_namespace():
     reports = [{"clean-page": {"passed": 2, "line-in": 5}}, {"clean-page": {"passed": 1}, "read-input": {"files": 1}}]
     assert sum_task_counts(reports) == {"clean-page": {"line-in": 5, "passed": 3}, "read-input": {"files": 1}}
+
+
+def _kill_worker_holding(prefix: str, address: str, done: threading.Event, killed: dict) -> None:
+    """SIGKILL the process of the first worker seen holding a finished task whose key starts with `prefix`."""
+    with distributed.Client(address) as client:
+        while not done.is_set():
+            held = client.run(lambda dask_worker: (os.getpid(), [str(key) for key in dask_worker.data.keys()]))
+            for worker, (pid, keys) in held.items():
+                if any(key.startswith(prefix) for key in keys):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.update(worker=worker, pid=pid)
+                    return
+            time.sleep(0.01)
+
+
+def test_a_worker_lost_inside_a_disk_shuffle_never_publishes_a_wrong_corpus(dask_cluster, sample_parts,
+                                                                            direct_output, tmp_path):
+    """Dask's disk shuffle appends each partition's groups to shared files: a partition run again after its worker
+    died appends them twice. The integrity checks see the surplus and the run refuses, naming the remedy; a run
+    that recovers (the worker died after its groups were read) publishes the DirectRunner's shards."""
+    output = tmp_path / "dask-killed-in-shuffle"
+    done, killed = threading.Event(), {}
+    killer = threading.Thread(target=_kill_worker_holding, args=("('groupby-part", dask_cluster.address, done, killed))
+    killer.start()
+    try:
+        glob = str(Path(sample_parts[0]).parent / "part-*.warc.wet.gz")
+        run_c4(RunConfig(output=str(output), inputs=[glob], num_shards=NUM_SHARDS, runner="DaskRunner"),
+               [f"--dask_scheduler_file={dask_cluster.scheduler_file}", "--dask_shuffle=disk"])
+    except DataLossError as error:
+        assert "--dask_shuffle=tasks recovers from it" in str(error)
+        assert list(output.iterdir()) == []
+    else:
+        _assert_same_output(output, direct_output)
+    finally:
+        done.set()
+        killer.join()
+    assert killed, "no worker was seen holding a shuffle partition, so none was killed"
+
+
+def test_disk_shuffle_refuses_a_folder_the_workers_cannot_write(dask_cluster, path_list, tmp_path):
+    import dask
+
+    output = tmp_path / "out"
+    with dask.config.set({"temporary_directory": str(tmp_path / "missing")}), \
+            pytest.raises(RunnerSetupError, match="--dask_shuffle=disk: a Dask worker cannot write its shuffle files"):
+        run_c4(RunConfig(output=str(output), path_list=path_list, num_shards=NUM_SHARDS, runner="DaskRunner"),
+               [f"--dask_client_address={dask_cluster.address}", "--dask_shuffle=disk"])
+    assert list(output.iterdir()) == []  # the staging folder is gone again
+
+
+class _TwoHostClient:
+    """Two workers; the second sees the first's paths under the folder `elsewhere` ("": the same filesystem)."""
+
+    def __init__(self, elsewhere: str) -> None:
+        self.elsewhere = elsewhere
+
+    def scheduler_info(self) -> dict:
+        return {"workers": {"tcp://a:1": {}, "tcp://b:1": {}}}
+
+    def run(self, function, *args, workers=None):
+        results = {}
+        for worker in workers or ["tcp://a:1", "tcp://b:1"]:
+            seen = args if worker == "tcp://a:1" else (self.elsewhere + args[0], *args[1:])
+            results[worker] = function(*seen)
+        return results
+
+
+def test_disk_shuffle_refuses_workers_that_do_not_share_its_folder(tmp_path):
+    import dask
+
+    from c4prep.dask_shuffle import check_shared_directory
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    with dask.config.set({"temporary_directory": str(shared)}):
+        with pytest.raises(RunnerSetupError, match=r"but 1 of 2 workers do not see .*shared: set Dask's temporary_dir"):
+            check_shared_directory(_TwoHostClient(str(tmp_path / "other-machine")))
+        check_shared_directory(_TwoHostClient(""))  # both see one folder: no error
+    assert list(shared.iterdir()) == []  # the probe is removed

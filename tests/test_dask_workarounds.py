@@ -11,6 +11,7 @@ import apache_beam as beam  # noqa: E402
 from apache_beam.runners.dask import transform_evaluator  # noqa: E402
 from apache_beam.runners.dask.dask_runner import DaskRunner  # noqa: E402
 from apache_beam.runners.dask.overrides import dask_overrides  # noqa: E402
+from apache_beam.transforms.combiners import LiftedCombinePerKey, _PartialGroupByKeyCombiningValues  # noqa: E402
 from apache_beam.transforms.window import GlobalWindow  # noqa: E402
 from apache_beam.utils.windowed_value import WindowedValue  # noqa: E402
 from dask.sizeof import sizeof  # noqa: E402
@@ -18,6 +19,7 @@ from dask.sizeof import sizeof  # noqa: E402
 from c4prep.dask_workarounds import (  # noqa: E402
     DeepSizes,
     LiftCombiners,
+    ReleasingPreCombine,
     apply_dofn_releasing_outputs,
     object_size,
     releasing_bundle_outputs,
@@ -101,18 +103,46 @@ def test_outputs_of_finish_bundle_are_kept():
     assert sum(bag.compute(scheduler="sync")) == sum(range(10))
 
 
-def test_combiners_are_lifted_with_the_same_result():
-    def sum_per_parity(numbers):
-        return numbers | beam.Map(lambda number: (number % 2, number)) | beam.CombinePerKey(sum)
+def _by_parity(numbers):
+    return numbers | beam.Map(lambda number: (number % 2, number))
 
+
+def _sum_per_parity(numbers):
+    return _by_parity(numbers) | beam.CombinePerKey(sum)
+
+
+def _beams_lifted_sum_per_parity(numbers):
+    return _by_parity(numbers) | LiftedCombinePerKey(sum, (), {})
+
+
+def _pre_combine_tables(bag) -> list[dict]:
+    """The table of accumulators of each pre-combining DoFn among the arguments of `bag`'s bundle tasks."""
+    return [arg.value[0].do_fn._cache for task in dict(bag.__dask_graph__()).values()
+            if getattr(task, "func", None) is apply_dofn_releasing_outputs for arg in task.args
+            if isinstance(getattr(arg, "value", None), list)
+            and isinstance(arg.value[0].do_fn, _PartialGroupByKeyCombiningValues)]
+
+
+def test_combiners_are_lifted_with_the_same_result():
     plain_labels, lifted_labels = [], []
     with releasing_bundle_outputs():
-        plain = _translated_bag(sum_per_parity, labels=plain_labels)
-        lifted = _translated_bag(sum_per_parity, [LiftCombiners()], lifted_labels)
+        plain = _translated_bag(_sum_per_parity, labels=plain_labels)
+        lifted = _translated_bag(_sum_per_parity, [LiftCombiners()], lifted_labels)
     assert sorted(plain.compute(scheduler="sync")) == sorted(lifted.compute(scheduler="sync")) == [(0, 20), (1, 25)]
-    pre_combine = "_PartialGroupByKeyCombiningValues"
+    pre_combine = ReleasingPreCombine.__name__
     assert any(pre_combine in label for label in lifted_labels)
     assert not any(pre_combine in label for label in plain_labels)
+
+
+def test_the_pre_combined_table_is_released_after_its_bundle():
+    """Beam's pre-combining DoFn keeps its last bundle's table, which the task (DoFn included) keeps alive on a Dask
+    worker; c4prep's empties it once emitted."""
+    with releasing_bundle_outputs():
+        beams = _translated_bag(_beams_lifted_sum_per_parity)
+        ours = _translated_bag(_sum_per_parity, [LiftCombiners()])
+    assert sorted(beams.compute(scheduler="sync")) == sorted(ours.compute(scheduler="sync")) == [(0, 20), (1, 25)]
+    assert [len(table) for table in _pre_combine_tables(beams)] == [2, 2]  # one task per partition, both keys left
+    assert [len(table) for table in _pre_combine_tables(ours)] == [0, 0]
 
 
 def test_a_page_and_its_windowed_value_are_sized_with_their_text():

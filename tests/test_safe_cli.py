@@ -46,6 +46,16 @@ def test_a_typo_in_an_option_is_refused_with_a_suggestion(command, tmp_path, mon
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("option, line", [
+    ("--direct_num_workers=two", "Error: argument --direct_num_workers: invalid int value: 'two'"),
+    ("--dask_shuffle=memory", "Error: argument --dask_shuffle: invalid choice: 'memory' (choose from 'tasks', 'disk')"),
+])
+def test_a_value_beam_refuses_is_one_line(option, line, tmp_path):
+    assert _one_line_error(_invoke("run", option, "--output", str(tmp_path / "out"))) == \
+        f"{line}; nothing ran, see `c4prep run --help`"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_beam_options_still_pass(webdata, tmp_path):
     result = _invoke("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(tmp_path / "out"),
                      "--num-shards", "1", "--direct_num_workers=1", "--experiments", "some_experiment")
