@@ -38,7 +38,7 @@ from bench_c4_pipeline import replicate_sample
 from bench_dedup_scale import WorkerMemory, vm_hwm_mib
 from c4prep.shard_formats import read_table
 
-RUNS = ("in_memory", "multi_processing", "dask")
+RUNS = ("in_memory", "multi_processing", "dask", "dask_disk")
 
 
 def write_input(folder: Path, files: int, copies: int) -> int:
@@ -61,14 +61,14 @@ def run_once(kind: str, inputs: list[str], output: Path, workers: int, dask_memo
     cluster = None
     if kind == "multi_processing":
         command += ["--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"]
-    elif kind == "dask":
+    elif kind in ("dask", "dask_disk"):
         from distributed import LocalCluster
 
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                memory_limit=dask_memory_limit, dashboard_address=None)
         # one Dask partition per input file: Beam's DaskRunner makes its partitions from the `Create` of the patterns
         command += ["--runner=DaskRunner", f"--dask_client_address={cluster.scheduler_address}",
-                    f"--dask_npartitions={len(inputs)}"]
+                    f"--dask_npartitions={len(inputs)}", f"--dask_shuffle={'disk' if kind == 'dask_disk' else 'tasks'}"]
     started = time.perf_counter()
     with tempfile.TemporaryFile() as log, WorkerMemory() as sdk_workers:
         process = subprocess.Popen(command, stdout=log, stderr=log)

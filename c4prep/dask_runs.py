@@ -18,7 +18,7 @@ from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
 from c4prep.dask_shuffle import DaskShuffleOptions, dask_shuffle
-from c4prep.dask_workarounds import DeepSizes, LiftCombiners, releasing_bundle_outputs
+from c4prep.dask_workarounds import DeepSizes, LiftCombiners, ReleaseTaskSpecs, releasing_bundle_outputs
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, watching
 from c4prep.runner_results import RunnerSetupError, merge_counters
@@ -26,6 +26,7 @@ from c4prep.runner_results import RunnerSetupError, merge_counters
 TOPIC = "c4prep-task-counters"
 WORKER_PLUGIN = "c4prep-report-task-counters"
 SIZES_PLUGIN = "c4prep-deep-sizes"
+SPECS_PLUGIN = "c4prep-release-task-specs"
 RUNNING_STATES = ("executing", "long-running")
 
 TaskCounts = dict[str, dict[str, int]]  # namespace -> name -> value
@@ -89,9 +90,9 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
     """Run the job on the Dask cluster named by the options and return its counters, each task counted once.
 
     The job runs with c4prep's workarounds for Beam's DaskRunner (`dask_workarounds`): combiners lifted, bundle
-    outputs released and `finish_bundle` outputs kept, elements sized for spilling; its `GroupByKey`s shuffle as
-    ``--dask_shuffle`` says (`dask_shuffle`). With ``progress``, the progress line
-    counts the tasks that have finished so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a
+    outputs released and `finish_bundle` outputs kept, elements sized for spilling, finished tasks' specs released.
+    Its `GroupByKey`s shuffle as ``--dask_shuffle`` says (`dask_shuffle`). With ``progress``, the progress line counts
+    the tasks that have finished so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a
     task is a whole partition of a stage, so the numbers move in steps."""
     client_options = options.view_as(DaskOptions).get_all_options(drop_default=True, current_only=True)
     for bag_option in ("npartitions", "partition_size"):  # as Beam's DaskRunner builds its own client
@@ -104,6 +105,7 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
         client.register_plugin(CollectTaskCounters(), name=collector)
         client.register_plugin(ReportTaskCounters(), name=WORKER_PLUGIN)
         client.register_plugin(DeepSizes(), name=SIZES_PLUGIN)
+        client.register_plugin(ReleaseTaskSpecs(), name=SPECS_PLUGIN)
         finished_tasks = partial(_finished_task_counts, client, collector)
         try:
             with watching(progress) as watch:
@@ -122,4 +124,5 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
         finally:
             client.unregister_worker_plugin(WORKER_PLUGIN)
             client.unregister_worker_plugin(SIZES_PLUGIN)
+            client.unregister_worker_plugin(SPECS_PLUGIN)
             client.unregister_scheduler_plugin(collector)

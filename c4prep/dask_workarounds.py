@@ -27,6 +27,12 @@
    workers held 1.5 million tuples a worker while Dask held 11 MiB of results; of 300,000 pages it peaked at
    0.93-0.98 GiB a worker with Beam's DoFn and 0.72 GiB with `ReleasingPreCombine`, which empties the table once
    it has emitted it.
+6. **Finished tasks' specs released.** A Dask worker keeps a finished task's spec (its function and arguments; for
+   a Beam ParDo the DoFn with its signature, and a fused chain of steps one of each) for as long as it holds the
+   task's result. In a disk shuffle the first stage's results (tiny) are held until the whole shuffle is done, so
+   every partition's chain of specs stayed alive: at 1M pages in 1,000 partitions each worker held about 860 such
+   tasks with 19,500 DoFn signatures, 1.3 GiB of memory for 10 MiB of results. `ReleaseTaskSpecs` (a worker plugin)
+   drops a task's spec once its result is stored; a task computed again gets its spec anew from the scheduler.
 """
 from __future__ import annotations
 
@@ -117,6 +123,17 @@ def object_size(obj: object) -> int:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return sys.getsizeof(obj) + sum(sizeof(getattr(obj, field.name)) for field in dataclasses.fields(obj))
     return sys.getsizeof(obj)
+
+
+class ReleaseTaskSpecs(WorkerPlugin):
+    """Drops each task's spec on this worker once its result is in memory (see 6)."""
+
+    def setup(self, worker) -> None:
+        self.worker = worker
+
+    def transition(self, key, start: str, finish: str, **kwargs) -> None:
+        if finish == "memory" and (task := self.worker.state.tasks.get(key)) is not None:
+            task.run_spec = None
 
 
 class DeepSizes(WorkerPlugin):

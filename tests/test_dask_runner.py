@@ -327,3 +327,25 @@ def test_disk_shuffle_refuses_workers_that_do_not_share_its_folder(tmp_path):
             check_shared_directory(_TwoHostClient(str(tmp_path / "other-machine")))
         check_shared_directory(_TwoHostClient(""))  # both see one folder: no error
     assert list(shared.iterdir()) == []  # the probe is removed
+
+
+def test_a_finished_tasks_spec_is_released_while_its_result_is_held(dask_cluster):
+    """Dask keeps a finished task's function and arguments (for Beam, the DoFns) as long as its result; c4prep's
+    worker plugin drops them once the result is stored."""
+    from c4prep.dask_workarounds import ReleaseTaskSpecs
+
+    def specs_kept(client, future) -> list[bool]:  # on the worker that holds the result (a lambda travels by value)
+        kept = client.run(lambda key, dask_worker: key in dask_worker.state.tasks
+                          and dask_worker.state.tasks[key].run_spec is not None, future.key)
+        holders = client.run(lambda key, dask_worker: key in dask_worker.data, future.key)
+        return [kept[worker] for worker, holds in holders.items() if holds]
+
+    with distributed.Client(dask_cluster.address) as client:
+        plain = client.submit(sum, [1, 2, 3], pure=False)
+        assert plain.result() == 6 and specs_kept(client, plain) == [True]
+        client.register_plugin(ReleaseTaskSpecs(), name="test-release-task-specs")
+        try:
+            released = client.submit(sum, [1, 2, 3], pure=False)
+            assert released.result() == 6 and specs_kept(client, released) == [False]
+        finally:
+            client.unregister_worker_plugin("test-release-task-specs")
