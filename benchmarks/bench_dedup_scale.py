@@ -16,10 +16,11 @@ Dataflow's shuffle service) and the SDK workers run the DoFns and the combiner o
 RSS (``VmHWM``, polled every 0.2 s) is the per-worker memory; the runner's is reported beside it.
 
 With ``--runner dask`` the job runs on Beam's DaskRunner against a local Dask cluster of 2 worker processes
-with one thread each and ``--dask-memory-limit`` each. Every Dask partition holds one chunk of 1,000 pages
-(``--dask_npartitions`` = chunks), and the shuffles keep that partition count, so no task sees more than a chunk's
-share of the data; Dask spills held results to disk past 60-70% of the limit (the role of Dataflow's shuffle
-service). Each worker's peak RSS (``VmHWM``) is read from the worker at the end.
+with one thread each and ``--dask-memory-limit`` each, through `c4prep.dask_runs` (c4prep's workarounds applied).
+Every Dask partition holds one chunk of 1,000 pages (``--dask_npartitions`` = chunks), and the shuffles keep that
+partition count, so no task sees more than a chunk's share of the data; Dask spills held results to disk past
+60-70% of the limit (the role of Dataflow's shuffle service). Each worker's peak RSS (``VmHWM``) is read from the
+worker at the end.
 
 Mode ``shuffle`` keys the pages by URL and groups them (``GroupByKey``) without any dedup: the shuffle every
 ownership dedup needs to join its decisions back to the pages, so its memory is the runner's own cost. The dedup
@@ -51,6 +52,8 @@ on the same pages and compares counters (only for small N: the reference holds e
 
 ``--dask-memory-fractions`` sets Dask's worker thresholds (target, spill, pause; Dask's defaults are 0.6, 0.7,
 0.8 of the limit) and ``--run-timeout`` kills a run that has not finished, so a stall is reported, not waited for.
+``--dask-shuffle disk`` runs the job with ``--dask_shuffle=disk`` (`c4prep.dask_shuffle`; default: Dask's task
+shuffle) and ``--dask-partitions P`` puts the chunk starts in P partitions instead of one per chunk.
 """
 from __future__ import annotations
 
