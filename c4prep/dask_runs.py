@@ -13,6 +13,7 @@ import uuid
 from functools import partial
 from typing import Callable, Iterable
 
+import dask
 import distributed
 from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
@@ -108,10 +109,10 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
         client.register_plugin(ReleaseTaskSpecs(), name=SPECS_PLUGIN)
         finished_tasks = partial(_finished_task_counts, client, collector)
         try:
-            with watching(progress) as watch:
+            with watching(progress) as watch, \
+                    dask_shuffle(client, options.view_as(DaskShuffleOptions).dask_shuffle) as graph_settings:
                 pipeline.replace_all([LiftCombiners()])
-                shuffle = options.view_as(DaskShuffleOptions).dask_shuffle
-                with releasing_bundle_outputs(), dask_shuffle(client, shuffle):
+                with releasing_bundle_outputs(), dask.config.set(graph_settings):
                     result = pipeline.run()
                 watch.add_source(Throttled(finished_tasks))
                 try:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -163,12 +164,14 @@ def test_dask_cluster_gives_the_direct_runner_shards_and_counters(dask_cluster, 
         executed_before = client.run(lambda dask_worker: dask_worker.state.executed_count)
     output = tmp_path / "dask"
     monkeypatch.setattr(progress, "REMOTE_POLL_S", 0.1)
+    shuffle_folders = set(Path(tempfile.gettempdir()).glob("c4prep-shuffle-*"))
     lines = io.StringIO()
     result = run_c4(RunConfig(output=str(output), path_list=path_list, num_shards=NUM_SHARDS, runner="DaskRunner"),
                     [f"--dask_client_address={dask_cluster.address}", f"--dask_shuffle={shuffle}"],
                     progress.ProgressSettings(format_progress, 0.05, lines))
     assert result.funnel.reconciled and result.funnel.pages_in == 335
     _assert_same_output(output, direct_output)
+    assert set(Path(tempfile.gettempdir()).glob("c4prep-shuffle-*")) == shuffle_folders  # a disk job's is removed
     # The progress line counts the finished tasks as the scheduler reports them; the last line is the job's total.
     *live, final = lines.getvalue().splitlines()
     assert live and all(line.startswith("progress ") for line in live)
@@ -290,12 +293,14 @@ def test_a_worker_lost_inside_a_disk_shuffle_never_publishes_a_wrong_corpus(dask
 def test_disk_shuffle_refuses_a_folder_the_workers_cannot_write(dask_cluster, path_list, tmp_path):
     import dask
 
-    output = tmp_path / "out"
-    with dask.config.set({"temporary_directory": str(tmp_path / "missing")}), \
+    output, not_a_folder = tmp_path / "out", tmp_path / "a-file"
+    not_a_folder.write_text("")
+    with dask.config.set({"temporary_directory": str(not_a_folder)}), \
             pytest.raises(RunnerSetupError, match="--dask_shuffle=disk: a Dask worker cannot write its shuffle files"):
         run_c4(RunConfig(output=str(output), path_list=path_list, num_shards=NUM_SHARDS, runner="DaskRunner"),
                [f"--dask_client_address={dask_cluster.address}", "--dask_shuffle=disk"])
     assert list(output.iterdir()) == []  # the staging folder is gone again
+    assert not_a_folder.read_text() == ""
 
 
 class _TwoHostClient:
@@ -318,15 +323,42 @@ class _TwoHostClient:
 def test_disk_shuffle_refuses_workers_that_do_not_share_its_folder(tmp_path):
     import dask
 
-    from c4prep.dask_shuffle import check_shared_directory
+    from c4prep.dask_shuffle import shared_shuffle_folder
 
     shared = tmp_path / "shared"
     shared.mkdir()
     with dask.config.set({"temporary_directory": str(shared)}):
         with pytest.raises(RunnerSetupError, match=r"but 1 of 2 workers do not see .*shared: set Dask's temporary_dir"):
-            check_shared_directory(_TwoHostClient(str(tmp_path / "other-machine")))
-        check_shared_directory(_TwoHostClient(""))  # both see one folder: no error
-    assert list(shared.iterdir()) == []  # the probe is removed
+            shared_shuffle_folder(_TwoHostClient(str(tmp_path / "other-machine")))
+        assert list(shared.iterdir()) == []  # the refused job's folder is removed
+        folder, maker = shared_shuffle_folder(_TwoHostClient(""))  # both see one folder: no error
+    assert Path(folder).parent == shared and Path(folder).name.startswith("c4prep-shuffle-") and maker == "tcp://a:1"
+
+
+def test_a_freed_shuffle_handle_keeps_its_files_while_the_plugin_is_on(tmp_path):
+    """partd deletes a disk shuffle's folder when its creating handle is freed, which Dask may do mid-shuffle."""
+    import gc
+
+    import partd
+
+    from c4prep.dask_shuffle import KeepShuffleFiles
+
+    def freed_handle_folder() -> Path:
+        handle = partd.File(dir=str(tmp_path))
+        handle.append({"group": b"data"})
+        folder = Path(handle.path)
+        del handle
+        gc.collect()
+        return folder
+
+    plugin = KeepShuffleFiles()
+    plugin.setup(worker=None)
+    try:
+        kept = freed_handle_folder()
+    finally:
+        plugin.teardown(worker=None)
+    assert kept.is_dir() and (kept / "group").read_bytes() == b"data"
+    assert not freed_handle_folder().exists()  # partd's own behaviour once the plugin is off
 
 
 def test_a_finished_tasks_spec_is_released_while_its_result_is_held(dask_cluster):
