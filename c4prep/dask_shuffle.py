@@ -8,7 +8,7 @@ Beam's DaskRunner turns every `GroupByKey` into a Dask bag `groupby`, and Dask p
     1.9 GiB a worker; a plain page shuffle of 1M pages did not finish in 600 s.
   - ``disk``: each partition appends its groups to files (`partd`) in one temporary directory and each output
     partition reads its own back, so a worker holds about one partition at a time. The same 300,000 pages took
-    255 s at 0.72 GiB a worker (with `dask_workarounds` 5). A worker lost inside a disk shuffle has its partitions
+    280 s at 396 MiB a worker (with `dask_workarounds` 5 and 6), and 1M pages 485 MiB. A worker lost inside a disk shuffle has its partitions
     appended twice: the integrity checks then refuse the run (`run_c4.DataLossError`). Every worker must see the
     shuffle's folder (under Dask's ``temporary_directory`` if set, else the system's temporary folder): one machine,
     or a shared filesystem. `shared_shuffle_folder` refuses the run otherwise. Each job shuffles in a folder of its
