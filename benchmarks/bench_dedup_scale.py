@@ -349,7 +349,7 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
                             "lines-in-place": (lambda: lines_in_place(pages), dedup.LINES_NAMESPACE),
                             "lines-in-place-packed": (lambda: lines_in_place_packed(pages),
                                                       dedup.LINES_NAMESPACE)}[mode]
-    cluster = None
+    cluster, partitions = None, dask_partitions or -(-pages // CHUNK)
     if runner == "dask":
         import dask
         from distributed import LocalCluster
@@ -360,7 +360,7 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                memory_limit=dask_memory_limit, dashboard_address=None)
         options = pipeline_options("DaskRunner", [f"--dask_client_address={cluster.scheduler_address}",
-                                                  f"--dask_npartitions={dask_partitions or -(-pages // CHUNK)}",
+                                                  f"--dask_npartitions={partitions}",
                                                   f"--dask_shuffle={dask_shuffle}"])
     else:
         options = pipeline_options("DirectRunner", ["--direct_running_mode=multi_processing",
@@ -387,7 +387,7 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
     report = {
         "pages": pages, "mode": mode, "runner": runner, "workers": workers,
         **({"dask_memory_limit": dask_memory_limit, "dask_memory_fractions": dask_memory_fractions,
-            "dask_partitions": dask_partitions or -(-pages // CHUNK), "dask_shuffle": dask_shuffle}
+            "dask_partitions": partitions, "dask_shuffle": dask_shuffle}
            if runner == "dask" else {}),
         "seconds": round(seconds, 1), "cpu_seconds": round(cpu_seconds() - cpu, 1),
         "pages_per_second": round(pages / seconds),
@@ -427,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="Dask's worker memory thresholds (default 0.6 0.7 0.8 of the limit)")
     parser.add_argument("--dask-partitions", type=int,
                         help="Dask partitions of the chunk starts (default one per chunk of 1,000 pages)")
+    # c4prep.dask_shuffle.SHUFFLES, not imported: that module needs Dask, which a DirectRunner run does not
     parser.add_argument("--dask-shuffle", choices=("tasks", "disk"), default="tasks",
                         help="how Dask groups (Beam's GroupByKey): in memory between tasks, or through local disk")
     parser.add_argument("--run-timeout", type=float, help="seconds; a run still going then is killed and reported")

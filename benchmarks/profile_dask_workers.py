@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench_runners import write_input
+from c4prep.dask_shuffle import SHUFFLES
 
 
 def function_times(tree: dict) -> tuple[Counter, Counter, int]:
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=30)
     parser.add_argument("--copies", type=int, default=10)
-    parser.add_argument("--dask-shuffle", choices=("tasks", "disk"), default="disk")
+    parser.add_argument("--dask-shuffle", choices=SHUFFLES, default="disk")
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
 
