@@ -182,17 +182,24 @@ def test_dask_cluster_gives_the_direct_runner_shards_and_counters(dask_cluster, 
     assert sum(executed_after.values()) > sum(executed_before.values())  # the cluster ran the job, not the driver
 
 
-def _kill_first_busy_worker(address: str, done: threading.Event, killed: dict) -> None:
-    """SIGKILL the process of the first worker seen executing a task (the nanny then starts a fresh one)."""
+def _kill_first_worker(address: str, done: threading.Event, killed: dict, keys_of, wanted=bool) -> None:
+    """SIGKILL the process of the first worker seen with a task key that `wanted` accepts, among the keys
+    `keys_of(dask_worker)` lists on it (the nanny then starts a fresh worker)."""
     with distributed.Client(address) as client:
         while not done.is_set():
-            running = client.run(lambda dask_worker: (os.getpid(), [str(ts.key) for ts in dask_worker.state.executing]))
-            for worker, (pid, keys) in running.items():
-                if keys:
+            seen = client.run(lambda dask_worker: (os.getpid(), keys_of(dask_worker)))
+            for worker, (pid, keys) in seen.items():
+                if any(map(wanted, keys)):
                     os.kill(pid, signal.SIGKILL)
                     killed.update(worker=worker, pid=pid, tasks=keys)
                     return
             time.sleep(0.02)
+
+
+# What a worker runs and holds. Lambdas, so that they travel to the workers by value: the workers cannot import this
+# test module, and a named function would travel as a reference to it.
+_executing = lambda dask_worker: [str(task.key) for task in dask_worker.state.executing]  # noqa: E731
+_held = lambda dask_worker: [str(key) for key in dask_worker.data.keys()]  # noqa: E731
 
 
 @pytest.mark.parametrize("shuffle", ["tasks", "disk"])
@@ -200,7 +207,7 @@ def test_killed_worker_is_recovered_without_lost_or_duplicated_records(dask_clus
                                                                        tmp_path, shuffle):
     output = tmp_path / "dask-killed"
     done, killed = threading.Event(), {}
-    killer = threading.Thread(target=_kill_first_busy_worker, args=(dask_cluster.address, done, killed))
+    killer = threading.Thread(target=_kill_first_worker, args=(dask_cluster.address, done, killed, _executing))
     killer.start()
     try:
         # One glob: c4prep gives each of the NUM_PARTS files its own partition (one_partition_per_file).
@@ -253,19 +260,6 @@ def test_task_counts_sum_per_namespace():
     assert sum_task_counts(reports) == {"clean-page": {"line-in": 5, "passed": 3}, "read-input": {"files": 1}}
 
 
-def _kill_worker_holding(prefix: str, address: str, done: threading.Event, killed: dict) -> None:
-    """SIGKILL the process of the first worker seen holding a finished task whose key starts with `prefix`."""
-    with distributed.Client(address) as client:
-        while not done.is_set():
-            held = client.run(lambda dask_worker: (os.getpid(), [str(key) for key in dask_worker.data.keys()]))
-            for worker, (pid, keys) in held.items():
-                if any(key.startswith(prefix) for key in keys):
-                    os.kill(pid, signal.SIGKILL)
-                    killed.update(worker=worker, pid=pid)
-                    return
-            time.sleep(0.01)
-
-
 def test_a_worker_lost_inside_a_disk_shuffle_never_publishes_a_wrong_corpus(dask_cluster, sample_parts,
                                                                             direct_output, tmp_path):
     """Dask's disk shuffle appends each partition's groups to shared files: a partition run again after its worker
@@ -273,7 +267,8 @@ def test_a_worker_lost_inside_a_disk_shuffle_never_publishes_a_wrong_corpus(dask
     that recovers (the worker died after its groups were read) publishes the DirectRunner's shards."""
     output = tmp_path / "dask-killed-in-shuffle"
     done, killed = threading.Event(), {}
-    killer = threading.Thread(target=_kill_worker_holding, args=("('groupby-part", dask_cluster.address, done, killed))
+    in_shuffle = lambda key: key.startswith("('groupby-part")  # noqa: E731  (a held shuffle partition)
+    killer = threading.Thread(target=_kill_first_worker, args=(dask_cluster.address, done, killed, _held, in_shuffle))
     killer.start()
     try:
         glob = str(Path(sample_parts[0]).parent / "part-*.warc.wet.gz")
