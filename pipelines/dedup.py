@@ -44,6 +44,7 @@ DEDUP_MODES = ("lines", "sentences", "none")
 LINES_NAMESPACE = "dedupe-lines"
 SENTENCES_NAMESPACE = "dedupe-sentences"
 WINDOW_SIZE = 3  # sentences per window in `sentences` mode (TFDS 1.x `max_window_size`)
+_END_MARK_SET = frozenset(END_MARKS)
 
 # A claim is one integer, `md5(raw URL) << 32 | occurrence of the key in that page`: integers compare as (md5,
 # occurrence), and an md5 read as a big-endian integer orders as its hex spelling (TFDS compares hex). One Python int
@@ -247,16 +248,23 @@ def window_key(sentences: Iterable[str]) -> Key:
     inside a sentence could make two tuples share a key, which web text after WET parsing does not have).
     Sentences are not stripped: Punkt keeps a line's leading whitespace in its first sentence, as in TFDS, and
     clean_page has stripped every line before dedup anyway."""
-    return md5_digest("\x00".join(sentence.lower() for sentence in sentences))
+    return _lowered_window_key([sentence.lower() for sentence in sentences])
+
+
+def _lowered_window_key(lowered: list[str]) -> Key:
+    return md5_digest("\x00".join(lowered))
 
 
 def line_windows(sentences: list[str], size: int = WINDOW_SIZE) -> Iterator[tuple[int, int]]:
     """`(start, size)` of each window of a line: every run of `size` sentences, or ONE window of all the
     sentences when the line has fewer. Windows made only of bare end marks (".", "?", "!", '"') are skipped, as is
     the empty window of a sentence-free line."""
+    if not sentences:
+        return
     width = min(size, len(sentences))
+    bare = None if _END_MARK_SET.isdisjoint(sentences) else [sentence in _END_MARK_SET for sentence in sentences]
     for start in range(len(sentences) - width + 1):
-        if not all(sentence in END_MARKS for sentence in sentences[start : start + width]):
+        if bare is None or not all(bare[start : start + width]):
             yield start, width
 
 
@@ -273,9 +281,18 @@ def span_key(lines: list[list[str]], span: tuple[int, int, int]) -> Key:
     return window_key(lines[line][start : start + size])
 
 
+def window_keys(lines: list[list[str]], size: int = WINDOW_SIZE) -> Iterator[Key]:
+    """The `window_key` of every window occurrence of a page, in occurrence order (see `window_spans`); each line
+    is lowercased once, not once per window."""
+    for sentences in lines:
+        lowered = [sentence.lower() for sentence in sentences]
+        for start, width in line_windows(sentences, size):
+            yield _lowered_window_key(lowered[start : start + width])
+
+
 def sentence_windows(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[Window]:
     """Every window occurrence of a page (see `window_spans`) with its key."""
-    return [Window(span_key(lines, span), *span) for span in window_spans(lines, size)]
+    return [Window(key, *span) for key, span in zip(window_keys(lines, size), window_spans(lines, size))]
 
 
 def sentence_claims(page: Page, lines: list[list[str]] | None = None) -> list[tuple[Key, Claim]]:
@@ -283,7 +300,7 @@ def sentence_claims(page: Page, lines: list[list[str]] | None = None) -> list[tu
     page's `sentences_by_line` when the caller has it already (Punkt is the cost of this mode: split once)."""
     if lines is None:
         lines = sentences_by_line(page)
-    return _first_claims(page, (window.key for window in sentence_windows(lines)))
+    return _first_claims(page, window_keys(lines))
 
 
 def remove_unowned_sentences(

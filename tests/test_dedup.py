@@ -38,6 +38,8 @@ from c4prep.pipelines.dedup import (
     sentence_windows,
     sentences_by_line,
     smaller_claim,
+    span_key,
+    window_spans,
 )
 from c4prep.pipelines.funnel import integrity_errors
 from c4prep.pipelines.readers import read_records
@@ -458,6 +460,20 @@ def cleaned_pages(path: Path) -> list[Page]:
             pages.append(page)
     return pages
 
+
+
+def test_window_keys_are_the_defined_key_of_every_window_on_real_pages(webdata):
+    """`sentence_windows` lowers each line once and skips the end-mark scan of lines without bare end marks: every
+    window of every real page still has `window_key`'s key and `line_windows`'s shape."""
+    pages = cleaned_pages(webdata / WET_SAMPLE) + cleaned_pages(webdata / C4_SAMPLE)
+    checked = 0
+    for page in pages:
+        lines = sentences_by_line(page)
+        windows = sentence_windows(lines)
+        assert [(w.line, w.start, w.size) for w in windows] == window_spans(lines)
+        assert [w.key for w in windows] == [span_key(lines, span) for span in window_spans(lines)]
+        checked += len(windows)
+    assert checked > 10_000
 
 class Planted:
     """Real cleaned pages with planted duplicates, and what was planted."""

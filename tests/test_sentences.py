@@ -105,6 +105,18 @@ def test_unwrapped_patterns_split_every_real_line_as_stock_nltk(webdata):
     assert differing == []
 
 
+def test_whole_real_texts_split_as_stock_nltk(webdata):
+    """Texts of several lines (line dedup's page check splits the joined page): a candidate's context may then span
+    a line break, which `EnglishPunkt.text_contains_sentbreak` annotates as NLTK does (paragraph and line starts)."""
+    records = read_records(str(webdata / "CC-MAIN-2019-30-sample-a.warc.wet.gz"), open_binary=lambda p: open(p, "rb"))
+    texts = [record.body for record in records]
+    with (webdata / "c4-en-train-00000-first500.jsonl").open(encoding="utf-8") as handle:
+        texts += [json.loads(line)["text"] for line in handle]
+    texts += [text.replace("\n", "\n\n") for text in texts[:100]]  # blank lines: paragraph starts
+    stock = _stock_punkt()
+    assert [text for text in texts if split_sentences(text) != stock.tokenize(text)] == []
+
+
 @pytest.mark.parametrize("line", [
     "a." * 4000, "." * 8000, "! " * 4000, "x" * 8000 + ". Next", "-" * 8000, "." + " " * 8000 + "a",
     "Mr. " * 2000, "1.2.3.4." * 1000, '"(' * 2000 + ". ok", "\u201cQuote.\u201d " * 800,
