@@ -255,7 +255,7 @@ def lines_in_place(pages: int):
     def claims(start: int):
         for page in chunk_pages(start, pages):
             for key, claim in dedup.line_claims(page):
-                yield key, (claim, start)  # claims are distinct per page, so the chunk never decides
+                yield key, ((claim, start), 1)  # a counted claim; distinct per page, so the chunk never decides
 
     def to_chunk(keyed):
         key, ((claim, start), _) = keyed

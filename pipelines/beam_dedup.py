@@ -29,6 +29,9 @@ from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from c4prep.beam_runs import INTEGRITY_NAMESPACE, CounterCache
 
@@ -50,17 +53,18 @@ def _merge_counted(first: CountedClaim | None, second: CountedClaim | None) -> C
 
 class SmallestClaim(beam.CombineFn):
     """Per key, the smallest claim (`dedup.Claim`) and the number of claims it was chosen from (for the integrity
-    check); the accumulator is that pair (or None)."""
+    check). Inputs and the accumulator are such counted claims (`_EmitClaims` pre-combines each bundle's claims);
+    the empty accumulator is None."""
 
     def create_accumulator(self):
         return None
 
-    def add_input(self, accumulator, claim):
-        return _merge_counted(accumulator, (claim, 1))
+    def add_input(self, accumulator, counted):
+        return _merge_counted(accumulator, counted)
 
-    def add_inputs(self, accumulator, claims):
-        for claim in claims:
-            accumulator = _merge_counted(accumulator, (claim, 1))
+    def add_inputs(self, accumulator, counted_claims):
+        for counted in counted_claims:
+            accumulator = _merge_counted(accumulator, counted)
         return accumulator
 
     def merge_accumulators(self, accumulators):
@@ -73,9 +77,14 @@ class SmallestClaim(beam.CombineFn):
         return accumulator
 
 
+BUNDLE_TABLE_KEYS = 100_000  # keys `_EmitClaims` holds before it emits its table (bounds a worker's memory)
+
+
 class _EmitClaims(beam.DoFn):
-    """Page (or prepared page, see `_OwnershipDedup.prepare`) -> its `(key, claim)` pairs, counted as sent to the
-    combiner."""
+    """Pages (or prepared pages, see `_OwnershipDedup.prepare`) -> `(key, (smallest claim, claims))` per key of the
+    bundle's pages, counted as sent to the combiner. The bundle's claims are pre-combined in a dict as they are made
+    (`SmallestClaim` is associative), so one element per key and bundle crosses the engine, not one per claim; the
+    table is emitted when the bundle ends, or earlier once it holds `BUNDLE_TABLE_KEYS` keys."""
 
     def __init__(self, claims: Callable[[Any], list], check: str) -> None:
         self.claims, self.check = claims, check
@@ -83,10 +92,25 @@ class _EmitClaims(beam.DoFn):
     def setup(self) -> None:
         self.integrity = CounterCache(INTEGRITY_NAMESPACE)
 
+    def start_bundle(self) -> None:
+        self.table: dict[dedup.Key, CountedClaim] = {}
+
     def process(self, page):
         claims = self.claims(page)
         self.integrity.inc(f"{self.check}/claims:sent", len(claims))
-        yield from claims
+        table = self.table
+        for key, claim in claims:
+            table[key] = _merge_counted(table.get(key), (claim, 1))
+        if len(table) >= BUNDLE_TABLE_KEYS:
+            yield from self._emit_table()
+
+    def finish_bundle(self):
+        for keyed in self._emit_table():
+            yield WindowedValue(keyed, MIN_TIMESTAMP, (GlobalWindow(),))
+
+    def _emit_table(self) -> Iterator[tuple[dedup.Key, CountedClaim]]:
+        table, self.table = self.table, {}
+        return iter(table.items())
 
 
 def _key_and_occurrence(key: dedup.Key, occurrence: int) -> tuple[dedup.Key, int]:

@@ -387,7 +387,8 @@ def test_claims_and_combiner_are_order_free():
         rng.shuffle(claims)
         cuts = sorted(rng.sample(range(1, len(claims)), 5))
         parts = [claims[a:b] for a, b in zip([0, *cuts], [*cuts, len(claims)])]
-        accumulators = [combiner.add_inputs(combiner.create_accumulator(), part) for part in parts]
+        accumulators = [combiner.add_inputs(combiner.create_accumulator(), [(claim, 1) for claim in part])
+                        for part in parts]
         accumulators.append(combiner.create_accumulator())
         assert combiner.extract_output(combiner.merge_accumulators(accumulators)) == (smallest, len(claims))
     assert smaller_claim(None, None) is None
