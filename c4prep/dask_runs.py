@@ -18,6 +18,7 @@ import distributed
 from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
+from c4prep.dask_gc import FreezeImports
 from c4prep.dask_shuffle import DaskShuffleOptions, dask_shuffle
 from c4prep.dask_workarounds import DeepSizes, LiftCombiners, ReleaseTaskSpecs, releasing_bundle_outputs
 from c4prep.manifest import Counters
@@ -28,6 +29,7 @@ TOPIC = "c4prep-task-counters"
 WORKER_PLUGIN = "c4prep-report-task-counters"
 SIZES_PLUGIN = "c4prep-deep-sizes"
 SPECS_PLUGIN = "c4prep-release-task-specs"
+GC_PLUGIN = "c4prep-freeze-imports"
 RUNNING_STATES = ("executing", "long-running")
 
 TaskCounts = dict[str, dict[str, int]]  # namespace -> name -> value
@@ -91,10 +93,11 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
     """Run the job on the Dask cluster named by the options and return its counters, each task counted once.
 
     The job runs with c4prep's workarounds for Beam's DaskRunner (`dask_workarounds`): combiners lifted, bundle
-    outputs released and `finish_bundle` outputs kept, elements sized for spilling, finished tasks' specs released.
-    Its `GroupByKey`s shuffle as ``--dask_shuffle`` says (`dask_shuffle`). With ``progress``, the progress line counts
-    the tasks that have finished so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a
-    task is a whole partition of a stage, so the numbers move in steps."""
+    outputs released and `finish_bundle` outputs kept, elements sized for spilling, finished tasks' specs released,
+    and the workers' start-up objects frozen for the garbage collector (`dask_gc`). Its `GroupByKey`s shuffle as
+    ``--dask_shuffle`` says (`dask_shuffle`). With ``progress``, the progress line counts the tasks that have finished
+    so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a task is a whole partition of a stage,
+    so the numbers move in steps."""
     client_options = options.view_as(DaskOptions).get_all_options(drop_default=True, current_only=True)
     for bag_option in ("npartitions", "partition_size"):  # as Beam's DaskRunner builds its own client
         client_options.pop(bag_option, None)
@@ -107,6 +110,7 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
         client.register_plugin(ReportTaskCounters(), name=WORKER_PLUGIN)
         client.register_plugin(DeepSizes(), name=SIZES_PLUGIN)
         client.register_plugin(ReleaseTaskSpecs(), name=SPECS_PLUGIN)
+        client.register_plugin(FreezeImports(), name=GC_PLUGIN)
         finished_tasks = partial(_finished_task_counts, client, collector)
         try:
             with watching(progress) as watch, \
@@ -126,4 +130,5 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
             client.unregister_worker_plugin(WORKER_PLUGIN)
             client.unregister_worker_plugin(SIZES_PLUGIN)
             client.unregister_worker_plugin(SPECS_PLUGIN)
+            client.unregister_worker_plugin(GC_PLUGIN)
             client.unregister_scheduler_plugin(collector)

@@ -376,3 +376,25 @@ def test_a_finished_tasks_spec_is_released_while_its_result_is_held(dask_cluster
             assert released.result() == 6 and specs_kept(client, released) == [False]
         finally:
             client.unregister_worker_plugin("test-release-task-specs")
+
+
+def test_workers_freeze_their_start_up_objects_for_the_job_only(dask_cluster):
+    """`FreezeImports` has each worker import the pipeline's modules and move every object then alive out of the
+    collector's reach for the job (`gc.freeze`); unregistered, the worker's collector sees them again."""
+    import gc
+
+    from c4prep.dask_gc import PIPELINE_MODULE, FreezeImports
+
+    def frozen_with_pipeline() -> tuple[int, bool]:
+        import sys
+
+        return gc.get_freeze_count(), PIPELINE_MODULE in sys.modules and "apache_beam" in sys.modules
+
+    with distributed.Client(dask_cluster.address) as client:
+        client.register_plugin(FreezeImports(), name="test-freeze-imports")
+        try:
+            during = list(client.run(frozen_with_pipeline).values())
+            assert len(during) == 2 and all(count > 100_000 and imported for count, imported in during), during
+        finally:
+            client.unregister_worker_plugin("test-freeze-imports")
+        assert [count for count, _ in client.run(frozen_with_pipeline).values()] == [0, 0]
