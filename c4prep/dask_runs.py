@@ -18,7 +18,7 @@ import distributed
 from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
-from c4prep.dask_gc import FreezeImports
+from c4prep.dask_gc import JobCollector
 from c4prep.dask_shuffle import DaskShuffleOptions, dask_shuffle
 from c4prep.dask_workarounds import DeepSizes, LiftCombiners, ReleaseTaskSpecs, releasing_bundle_outputs
 from c4prep.manifest import Counters
@@ -29,7 +29,7 @@ TOPIC = "c4prep-task-counters"
 WORKER_PLUGIN = "c4prep-report-task-counters"
 SIZES_PLUGIN = "c4prep-deep-sizes"
 SPECS_PLUGIN = "c4prep-release-task-specs"
-GC_PLUGIN = "c4prep-freeze-imports"
+GC_PLUGIN = "c4prep-job-collector"
 RUNNING_STATES = ("executing", "long-running")
 
 TaskCounts = dict[str, dict[str, int]]  # namespace -> name -> value
@@ -94,7 +94,7 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
 
     The job runs with c4prep's workarounds for Beam's DaskRunner (`dask_workarounds`): combiners lifted, bundle
     outputs released and `finish_bundle` outputs kept, elements sized for spilling, finished tasks' specs released,
-    and the workers' start-up objects frozen for the garbage collector (`dask_gc`). Its `GroupByKey`s shuffle as
+    and the workers' garbage collector set for the job (`dask_gc`). Its `GroupByKey`s shuffle as
     ``--dask_shuffle`` says (`dask_shuffle`). With ``progress``, the progress line counts the tasks that have finished
     so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a task is a whole partition of a stage,
     so the numbers move in steps."""
@@ -110,7 +110,7 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
         client.register_plugin(ReportTaskCounters(), name=WORKER_PLUGIN)
         client.register_plugin(DeepSizes(), name=SIZES_PLUGIN)
         client.register_plugin(ReleaseTaskSpecs(), name=SPECS_PLUGIN)
-        client.register_plugin(FreezeImports(), name=GC_PLUGIN)
+        client.register_plugin(JobCollector(), name=GC_PLUGIN)
         finished_tasks = partial(_finished_task_counts, client, collector)
         try:
             with watching(progress) as watch, \

@@ -378,23 +378,29 @@ def test_a_finished_tasks_spec_is_released_while_its_result_is_held(dask_cluster
             client.unregister_worker_plugin("test-release-task-specs")
 
 
-def test_workers_freeze_their_start_up_objects_for_the_job_only(dask_cluster):
-    """`FreezeImports` has each worker import the pipeline's modules and move every object then alive out of the
-    collector's reach for the job (`gc.freeze`); unregistered, the worker's collector sees them again."""
+def test_workers_collector_is_set_for_the_job_only(dask_cluster):
+    """`JobCollector` has each worker import the pipeline's modules, move every object then alive out of the
+    collector's reach (`gc.freeze`) and collect the young generation less often; unregistered, each worker's
+    collector is as it was."""
     import gc
 
-    from c4prep.dask_gc import PIPELINE_MODULE, FreezeImports
+    from c4prep.dask_gc import FIRST_THRESHOLD, PIPELINE_MODULE, JobCollector
 
-    def frozen_with_pipeline() -> tuple[int, bool]:
+    def collector() -> tuple[int, tuple[int, int, int], bool]:
         import sys
 
-        return gc.get_freeze_count(), PIPELINE_MODULE in sys.modules and "apache_beam" in sys.modules
+        return gc.get_freeze_count(), gc.get_threshold(), PIPELINE_MODULE in sys.modules and "apache_beam" in sys.modules
 
     with distributed.Client(dask_cluster.address) as client:
-        client.register_plugin(FreezeImports(), name="test-freeze-imports")
+        before = list(client.run(collector).values())
+        client.register_plugin(JobCollector(), name="test-job-collector")
         try:
-            during = list(client.run(frozen_with_pipeline).values())
-            assert len(during) == 2 and all(count > 100_000 and imported for count, imported in during), during
+            during = list(client.run(collector).values())
+            assert len(during) == 2, during
+            for (frozen, thresholds, imported), (_, old_thresholds, _) in zip(during, before):
+                assert frozen > 100_000 and imported
+                assert thresholds == (FIRST_THRESHOLD, *old_thresholds[1:])
         finally:
-            client.unregister_worker_plugin("test-freeze-imports")
-        assert [count for count, _ in client.run(frozen_with_pipeline).values()] == [0, 0]
+            client.unregister_worker_plugin("test-job-collector")
+        assert [(frozen, thresholds) for frozen, thresholds, _ in client.run(collector).values()] == [
+            (0, thresholds) for _, thresholds, _ in before]

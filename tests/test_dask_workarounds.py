@@ -23,6 +23,7 @@ from c4prep.dask_workarounds import (  # noqa: E402
     apply_dofn_releasing_outputs,
     object_size,
     releasing_bundle_outputs,
+    windowed_in_the_global_window,
     windowed_value_size,
 )
 from c4prep.pipelines.records import Page  # noqa: E402
@@ -159,3 +160,22 @@ def test_a_page_and_its_windowed_value_are_sized_with_their_text():
     finally:
         plugin.teardown(worker=None)
     assert sizeof(page) < 1_000 and sizeof(element) < 1_000  # Dask's estimates are back after the job
+
+
+def test_plain_elements_share_one_global_window_as_beam_would_give():
+    """`windowed_in_the_global_window` equals Beam's `get_windowed_value` on every kind of element; a plain element
+    gets the shared tuple holding Beam's own (singleton) global window."""
+    from apache_beam.pvalue import TaggedOutput
+    from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
+
+    beam_version = transform_evaluator.get_windowed_value
+    elements = [("key", b"\x00" * 16), "text", TaggedOutput("tag", 7), WindowedValue(3, 5, (GlobalWindow(),)),
+                TimestampedValue("late", 42)]
+    for window_fn in (GlobalWindows(), FixedWindows(10)):
+        for element in elements:
+            assert windowed_in_the_global_window(element, window_fn) == beam_version(element, window_fn), element
+    first, second = (windowed_in_the_global_window(element, GlobalWindows()) for element in elements[:2])
+    assert first.windows is second.windows and first.windows[0] is GlobalWindow()
+    with releasing_bundle_outputs():
+        assert transform_evaluator.get_windowed_value is windowed_in_the_global_window
+    assert transform_evaluator.get_windowed_value is beam_version  # restored after the block
