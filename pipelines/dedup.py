@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import replace
-from typing import Collection, Container, Iterable, Iterator, Mapping, NamedTuple
+from typing import Collection, Container, Iterable, Iterator, Mapping
 
 from .c4_rules import END_MARKS, MIN_NUM_SENTENCES, Outcome, md5_digest
 from .records import Page
@@ -229,15 +229,6 @@ def dedup_lines_reference(
 # `emitted-sentences-duplicate`, `filtered-sentence-duplicate`, `filtered-doc-toofewsentences`).
 
 
-class Window(NamedTuple):
-    """One occurrence of a sentence window: `size` sentences of line `line` from sentence `start` on."""
-
-    key: Key
-    line: int
-    start: int
-    size: int
-
-
 def sentences_by_line(page: Page) -> list[list[str]]:
     """Punkt sentences of each line of `text.splitlines()` (original case), as TFDS 1.x."""
     return [split_sentences(line) for line in page.text.splitlines()]
@@ -288,11 +279,6 @@ def window_keys(lines: list[list[str]], size: int = WINDOW_SIZE) -> Iterator[Key
         lowered = [sentence.lower() for sentence in sentences]
         for start, width in line_windows(sentences, size):
             yield _lowered_window_key(lowered[start : start + width])
-
-
-def sentence_windows(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[Window]:
-    """Every window occurrence of a page (see `window_spans`) with its key."""
-    return [Window(key, *span) for key, span in zip(window_keys(lines, size), window_spans(lines, size))]
 
 
 def sentence_claims(page: Page, lines: list[list[str]] | None = None) -> list[tuple[Key, Claim]]:

@@ -35,10 +35,10 @@ from c4prep.pipelines.dedup import (
     remove_unowned_lines,
     remove_unowned_sentences,
     sentence_claims,
-    sentence_windows,
     sentences_by_line,
     smaller_claim,
     span_key,
+    window_keys,
     window_spans,
 )
 from c4prep.pipelines.funnel import integrity_errors
@@ -301,9 +301,9 @@ def test_sentence_windows_shapes_and_end_marks():
     assert list(line_windows(sentences)) == [(0, 3)]  # windows of bare end marks only are skipped
     assert list(line_windows(["!", '"'])) == []
     page = make_page("http://w.example/", "Alpha one. Beta two. Gamma three. Delta four.\nEpsilon five. Zeta six.")
-    windows = sentence_windows(sentences_by_line(page))
-    assert [(w.line, w.start, w.size) for w in windows] == [(0, 0, 3), (0, 1, 3), (1, 0, 2)]
-    assert windows[0].key.hex() == md5_hex("alpha one.\x00beta two.\x00gamma three.")
+    lines = sentences_by_line(page)
+    assert window_spans(lines) == [(0, 0, 3), (0, 1, 3), (1, 0, 2)]
+    assert next(window_keys(lines)).hex() == md5_hex("alpha one.\x00beta two.\x00gamma three.")
     claims = sentence_claims(page)
     assert [(claim_page(claim), claim_occurrence(claim)) for _, claim in claims] == [
         (md5_digest(page.url), 0), (md5_digest(page.url), 1), (md5_digest(page.url), 2)]
@@ -464,16 +464,19 @@ def cleaned_pages(path: Path) -> list[Page]:
 
 
 def test_window_keys_are_the_defined_key_of_every_window_on_real_pages(webdata):
-    """`sentence_windows` lowers each line once and skips the end-mark scan of lines without bare end marks: every
-    window of every real page still has `window_key`'s key and `line_windows`'s shape."""
+    """`window_keys` lowers each line once and `line_windows` skips the end-mark scan of lines without bare end
+    marks: every window of every real page still has the shape of the plain rule (every run of 3 sentences, or one
+    window of a shorter line, unless all bare end marks) and `window_key`'s key."""
     pages = cleaned_pages(webdata / WET_SAMPLE) + cleaned_pages(webdata / C4_SAMPLE)
     checked = 0
     for page in pages:
         lines = sentences_by_line(page)
-        windows = sentence_windows(lines)
-        assert [(w.line, w.start, w.size) for w in windows] == window_spans(lines)
-        assert [w.key for w in windows] == [span_key(lines, span) for span in window_spans(lines)]
-        checked += len(windows)
+        plain = [(line, start, width) for line, sentences in enumerate(lines) if sentences
+                 for width in [min(3, len(sentences))] for start in range(len(sentences) - width + 1)
+                 if not all(sentence in c4_rules.END_MARKS for sentence in sentences[start : start + width])]
+        assert window_spans(lines) == plain
+        assert list(window_keys(lines)) == [span_key(lines, span) for span in plain]
+        checked += len(plain)
     assert checked > 10_000
 
 class Planted:
