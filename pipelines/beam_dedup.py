@@ -29,9 +29,7 @@ from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import apache_beam as beam
-from apache_beam.transforms.window import GlobalWindow
-from apache_beam.utils.timestamp import MIN_TIMESTAMP
-from apache_beam.utils.windowed_value import WindowedValue
+from apache_beam.transforms.window import GlobalWindows
 
 from c4prep.beam_runs import INTEGRITY_NAMESPACE, CounterCache
 
@@ -106,7 +104,7 @@ class _EmitClaims(beam.DoFn):
 
     def finish_bundle(self):
         for keyed in self._emit_table():
-            yield WindowedValue(keyed, MIN_TIMESTAMP, (GlobalWindow(),))
+            yield GlobalWindows.windowed_value(keyed)
 
     def _emit_table(self) -> Iterator[tuple[dedup.Key, CountedClaim]]:
         table, self.table = self.table, {}
