@@ -107,10 +107,10 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
     collector = f"c4prep-collect-task-counters-{uuid.uuid4().hex}"
     with distributed.Client(**client_options) as client:
         client.register_plugin(CollectTaskCounters(), name=collector)
-        client.register_plugin(ReportTaskCounters(), name=WORKER_PLUGIN)
-        client.register_plugin(DeepSizes(), name=SIZES_PLUGIN)
-        client.register_plugin(ReleaseTaskSpecs(), name=SPECS_PLUGIN)
-        client.register_plugin(JobCollector(), name=GC_PLUGIN)
+        worker_plugins = {WORKER_PLUGIN: ReportTaskCounters(), SIZES_PLUGIN: DeepSizes(),
+                          SPECS_PLUGIN: ReleaseTaskSpecs(), GC_PLUGIN: JobCollector()}
+        for name, plugin in worker_plugins.items():
+            client.register_plugin(plugin, name=name)
         finished_tasks = partial(_finished_task_counts, client, collector)
         try:
             with watching(progress) as watch, \
@@ -127,8 +127,6 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
                 watch.finish(counters)
             return counters
         finally:
-            client.unregister_worker_plugin(WORKER_PLUGIN)
-            client.unregister_worker_plugin(SIZES_PLUGIN)
-            client.unregister_worker_plugin(SPECS_PLUGIN)
-            client.unregister_worker_plugin(GC_PLUGIN)
+            for name in worker_plugins:
+                client.unregister_worker_plugin(name)
             client.unregister_scheduler_plugin(collector)
