@@ -20,7 +20,8 @@ from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
 from c4prep.dask_gc import JobCollector
 from c4prep.dask_shuffle import DaskShuffleOptions, dask_shuffle
-from c4prep.dask_workarounds import DeepSizes, LiftCombiners, ReleaseTaskSpecs, releasing_bundle_outputs
+from c4prep.dask_workarounds import (DeepSizes, LiftCombiners, ReleaseTaskSpecs, releasing_bundle_outputs,
+                                     waiting_on_the_jobs_client)
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, watching
 from c4prep.runner_results import RunnerSetupError, merge_counters
@@ -94,10 +95,10 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
 
     The job runs with c4prep's workarounds for Beam's DaskRunner (`dask_workarounds`): combiners lifted, bundle
     outputs released and `finish_bundle` outputs kept, elements sized for spilling, finished tasks' specs released,
-    and the workers' garbage collector set for the job (`dask_gc`). Its `GroupByKey`s shuffle as
-    ``--dask_shuffle`` says (`dask_shuffle`). With ``progress``, the progress line counts the tasks that have finished
-    so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a task is a whole partition of a stage,
-    so the numbers move in steps."""
+    the job's end seen at once, and the workers' garbage collector set for the job (`dask_gc`). Its `GroupByKey`s
+    shuffle as ``--dask_shuffle`` says (`dask_shuffle`). With ``progress``, the progress line counts the tasks that
+    have finished so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a task is a whole
+    partition of a stage, so the numbers move in steps."""
     client_options = options.view_as(DaskOptions).get_all_options(drop_default=True, current_only=True)
     for bag_option in ("npartitions", "partition_size"):  # as Beam's DaskRunner builds its own client
         client_options.pop(bag_option, None)
@@ -120,7 +121,7 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
                     result = pipeline.run()
                 watch.add_source(Throttled(finished_tasks))
                 try:
-                    result.wait_until_finish()
+                    waiting_on_the_jobs_client(result)
                 finally:
                     result.client.close()
                 counters = finished_tasks()

@@ -404,3 +404,26 @@ def test_workers_collector_is_set_for_the_job_only(dask_cluster):
             client.unregister_worker_plugin("test-job-collector")
         assert [(frozen, thresholds) for frozen, thresholds, _ in client.run(collector).values()] == [
             (0, thresholds) for _, thresholds, _ in before]
+
+
+def test_beams_wait_follows_the_jobs_futures_on_their_own_clients_loop(dask_cluster, monkeypatch):
+    """Beam's `wait_until_finish` follows the job's futures with `as_completed` on the current client's event loop.
+    Under another current client (as in `dask_runs`) that loop is not the futures', and the job's end is seen only
+    at that loop's next timer; `waiting_on_the_jobs_client` makes the job's own client current while it waits."""
+    from apache_beam.runners.dask.dask_runner import DaskRunnerResult, ddist
+
+    from c4prep.dask_workarounds import waiting_on_the_jobs_client
+
+    beams_as_completed, loops = ddist.as_completed, []
+
+    def as_completed_on(futures, **kwargs):
+        loops.append(distributed.default_client().loop is futures[0].client.loop)
+        return beams_as_completed(futures, **kwargs)
+
+    monkeypatch.setattr(ddist, "as_completed", as_completed_on)
+    with distributed.Client(dask_cluster.address) as jobs_client:
+        with distributed.Client(dask_cluster.address):  # current in this block, as c4prep's client is in a job
+            futures = [jobs_client.submit(sum, [1, 2], pure=False)]
+            assert DaskRunnerResult(jobs_client, futures).wait_until_finish() == "DONE"
+            assert waiting_on_the_jobs_client(DaskRunnerResult(jobs_client, futures)) == "DONE"
+    assert loops == [False, True]
