@@ -13,7 +13,8 @@ Beam's DaskRunner turns every `GroupByKey` into a Dask bag `groupby`, and Dask p
     (`run_c4.DataLossError`). Every worker must see the shuffle's folder (under Dask's ``temporary_directory`` if
     set, else the system's temporary folder): one machine, or a shared filesystem. `shared_shuffle_folder` refuses
     the run otherwise. Each job shuffles in a folder of its own, which c4prep removes when the job ends
-    (`KeepShuffleFiles` says why partd must not).
+    (`KeepShuffleFiles` says why partd must not). Each input partition's groups are appended in one block
+    (`partition_in_one_block`).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import dask
+import dask.bag.core
 import partd.file
 from apache_beam.options.pipeline_options import PipelineOptions
 from distributed.diagnostics.plugin import WorkerPlugin
@@ -33,6 +35,7 @@ from c4prep.runner_results import RunnerSetupError
 
 SHUFFLES = ("tasks", "disk")
 KEEP_FILES_PLUGIN = "c4prep-keep-shuffle-files"
+_DASK_PARTITION = dask.bag.core.partition
 
 
 class DaskShuffleOptions(PipelineOptions):
@@ -89,6 +92,17 @@ class KeepShuffleFiles(WorkerPlugin):
         partd.file.File.__del__ = self.deletes
 
 
+def partition_in_one_block(grouper, sequence, npartitions, p, nelements=2**20):
+    """Dask's disk-shuffle step for one input partition (`dask.bag.core.partition`: append its groups to the
+    shuffle's files), with the block size cut to a list input's length. Dask cuts its blocks with toolz's
+    `partition_all`, which zips `nelements` references to one iterator: 23 ms a call at Dask's 2**20 whatever the
+    input's size, about 5 % of the workers' CPU at 100,500 pages in 30 partitions. The blocks, and so the files,
+    are the same."""
+    if isinstance(sequence, list):
+        nelements = max(1, min(nelements, len(sequence)))
+    return _DASK_PARTITION(grouper, sequence, npartitions, p, nelements)
+
+
 def shared_shuffle_folder(client) -> tuple[str, str]:
     """A new folder for one job's disk shuffle, made by one worker of `client`'s cluster under Dask's
     ``temporary_directory`` (as this process reads it) or that worker's system temporary folder: `(its path, the
@@ -118,14 +132,17 @@ def shared_shuffle_folder(client) -> tuple[str, str]:
 def dask_shuffle(client, shuffle: str) -> Iterator[dict]:
     """For one job on `client`'s cluster: yields the Dask settings to build its graph with, so that its
     `GroupByKey`s use `shuffle` (a `SHUFFLES` name). For ``disk``, the job gets its own shuffle folder, checked to be
-    shared (`shared_shuffle_folder`), kept whole while the block runs (`KeepShuffleFiles`) and removed after it."""
+    shared (`shared_shuffle_folder`), kept whole while the block runs (`KeepShuffleFiles`) and removed after it, and
+    graphs built in the block append with `partition_in_one_block`."""
     if shuffle != "disk":
         yield {"dataframe.shuffle.method": shuffle}
         return
     folder, _ = shared_shuffle_folder(client)
     client.register_plugin(KeepShuffleFiles(), name=KEEP_FILES_PLUGIN)
+    dask.bag.core.partition = partition_in_one_block
     try:
         yield {"dataframe.shuffle.method": "disk", "temporary_directory": folder}
     finally:
+        dask.bag.core.partition = _DASK_PARTITION
         client.unregister_worker_plugin(KEEP_FILES_PLUGIN)
         client.run(_remove_folder, folder)  # every worker sees it; the one that made it may have died since

@@ -356,6 +356,38 @@ def test_a_freed_shuffle_handle_keeps_its_files_while_the_plugin_is_on(tmp_path)
     assert not freed_handle_folder().exists()  # partd's own behaviour once the plugin is off
 
 
+def test_disk_shuffle_appends_each_partition_in_one_block_the_groups_dask_appends(dask_cluster):
+    """`partition_in_one_block` writes the shuffle files Dask's own step writes, in one block per list input, and
+    graphs built inside a disk-shuffle job's block use it."""
+    import dask
+    import dask.bag as db
+    import dask.bag.core
+    import partd
+
+    from c4prep.dask_shuffle import _DASK_PARTITION, dask_shuffle, partition_in_one_block
+
+    def key(item):
+        return item[0]
+
+    records = [(f"window-{index % 300}".encode(), index) for index in range(5_000)]
+    for sequence, nelements in ((records, 2**20), (records, 1_000), ([], 2**20), (iter(records), 2**20)):
+        theirs, ours, blocks = partd.Python(partd.Dict()), partd.Python(partd.Dict()), []
+        appends = ours.append
+        ours.append = lambda data, **kwargs: blocks.append(data) or appends(data, **kwargs)
+        _DASK_PARTITION(key, sequence if isinstance(sequence, list) else iter(records), 7, theirs, nelements)
+        partition_in_one_block(key, sequence, 7, ours, nelements)
+        assert [ours.get(group) for group in range(7)] == [theirs.get(group) for group in range(7)]
+        assert len(blocks) == -(-len(records) // nelements) if sequence else not blocks
+
+    with distributed.Client(dask_cluster.address) as client:
+        with dask_shuffle(client, "disk") as settings, dask.config.set(settings):
+            assert dask.bag.core.partition is partition_in_one_block
+            groups = db.from_sequence(records, npartitions=4).groupby(key)
+            assert sorted((group, sorted(map(tuple, items))) for group, items in groups.compute()) == sorted(
+                (group, sorted(item for item in records if item[0] == group)) for group in {k for k, _ in records})
+    assert dask.bag.core.partition is _DASK_PARTITION
+
+
 def test_a_finished_tasks_spec_is_released_while_its_result_is_held(dask_cluster):
     """Dask keeps a finished task's function and arguments (for Beam, the DoFns) as long as its result; c4prep's
     worker plugin drops them once the result is stored."""
