@@ -8,9 +8,9 @@ The rates are rows of benchmarks/RESULTS.md, each with its date and command: the
 (variant `en`, sentence dedup) in memory and on the DirectRunner with 2 worker processes ("The default pipeline on
 distributed runners", 2026-11-26, `bench_runners.py --files 30 --copies 10 --rounds 3`, after cleaning moved into
 the URL dedup's shuffle and dedup keys became md5 digests), and on Beam's DaskRunner with 2 workers with either
-shuffle ("The default pipeline, fifth session", 2026-11-26, `bench_runners.py --files 30 --copies 10 --runs
-in_memory dask_disk dask --rounds 2`: the task shuffle with the workers' start-up objects frozen for the garbage
-collector, the disk shuffle with `dask_gc.JobCollector`). The reference is the T5 README's
+shuffle ("Distributed runners, sixth session", 2026-11-26, `bench_runners.py --files 30 --copies 10 --runs
+in_memory dask_disk dask`: the task shuffle from its first call, 2 rounds; the disk shuffle from its second, 3
+rounds, with the one-block partition). The reference is the T5 README's
 ~335 CPU-days for C4 `en` from one Common Crawl dump on Dataflow (WET download included). Prints Markdown tables.
 """
 from __future__ import annotations
@@ -27,8 +27,8 @@ MEASURED_RATES = (  # (what was measured, raw pages/s per core)
     ("rules only, pure functions, 1 core (2026-11-21)", 2029.0),
     ("default `c4prep run`, DirectRunner in memory, 100,500 pages (2026-11-26)", 1870.0),
     ("default `c4prep run`, DirectRunner multi_processing, 2 workers, 100,500 pages (2026-11-26)", 1315.0),
-    ("default `c4prep run`, Beam's DaskRunner, 2 workers, task shuffle, 100,500 pages (2026-11-26)", 863.0),
-    ("default `c4prep run`, Beam's DaskRunner, 2 workers, `--dask_shuffle=disk`, 100,500 pages (2026-11-26)", 1156.0),
+    ("default `c4prep run`, Beam's DaskRunner, 2 workers, task shuffle, 100,500 pages (2026-11-26)", 1166.0),
+    ("default `c4prep run`, Beam's DaskRunner, 2 workers, `--dask_shuffle=disk`, 100,500 pages (2026-11-26)", 1309.0),
     ("first version of the rules: pure-Python langdetect as TFDS, Punkt on every line, 1 core", 218.0),
 )
 # The distributed run the projection scales out: its per-core rate, the cores of one worker machine (this one), and
