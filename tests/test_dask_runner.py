@@ -356,28 +356,35 @@ def test_a_freed_shuffle_handle_keeps_its_files_while_the_plugin_is_on(tmp_path)
     assert not freed_handle_folder().exists()  # partd's own behaviour once the plugin is off
 
 
-def test_disk_shuffle_appends_each_partition_in_one_block_the_groups_dask_appends(dask_cluster):
-    """`partition_in_one_block` writes the shuffle files Dask's own step writes, in one block per list input, and
-    graphs built inside a disk-shuffle job's block use it."""
+def test_disk_shuffle_appends_each_partition_in_one_block_the_groups_dask_appends(dask_cluster, tmp_path,
+                                                                                  monkeypatch):
+    """`partition_in_one_block` writes the shuffle files Dask's own step writes, in one block per list input and
+    without fsync, and graphs built inside a disk-shuffle job's block use it."""
     import dask
     import dask.bag as db
     import dask.bag.core
     import partd
+    import partd.file
 
     from c4prep.dask_shuffle import _DASK_PARTITION, dask_shuffle, partition_in_one_block
 
     def key(item):
         return item[0]
 
+    fsyncs = []
+    monkeypatch.setattr(partd.file.os, "fsync", lambda descriptor: fsyncs.append(descriptor))
     records = [(f"window-{index % 300}".encode(), index) for index in range(5_000)]
-    for sequence, nelements in ((records, 2**20), (records, 1_000), ([], 2**20), (iter(records), 2**20)):
-        theirs, ours, blocks = partd.Python(partd.Dict()), partd.Python(partd.Dict()), []
-        appends = ours.append
-        ours.append = lambda data, **kwargs: blocks.append(data) or appends(data, **kwargs)
+    for case, (sequence, nelements) in enumerate(((records, 2**20), (records, 1_000), ([], 2**20),
+                                                  (iter(records), 2**20))):
+        theirs, ours = (partd.Python(partd.File(str(tmp_path / f"{case}-{name}"))) for name in ("theirs", "ours"))
+        before = len(fsyncs)
         _DASK_PARTITION(key, sequence if isinstance(sequence, list) else iter(records), 7, theirs, nelements)
-        partition_in_one_block(key, sequence, 7, ours, nelements)
+        dask_fsyncs, blocks, appends = len(fsyncs) - before, [], ours.append
+        ours.append = lambda data, **kwargs: blocks.append(data) or appends(data, **kwargs)
+        assert partition_in_one_block(key, sequence, 7, ours, nelements) is ours
         assert [ours.get(group) for group in range(7)] == [theirs.get(group) for group in range(7)]
         assert len(blocks) == -(-len(records) // nelements) if sequence else not blocks
+        assert len(fsyncs) - before == dask_fsyncs and (dask_fsyncs > 0 or not sequence)  # none of c4prep's
 
     with distributed.Client(dask_cluster.address) as client:
         with dask_shuffle(client, "disk") as settings, dask.config.set(settings):
