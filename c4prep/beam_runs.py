@@ -41,7 +41,7 @@ class OfflineDirectRunner(PipelineRunner):
     Beam 2.77's DirectRunner first tries its Prism runner, which downloads a Go binary from the network and runs
     it, and falls back to the FnApiRunner when that fails. c4prep never reaches the network at run time, so it runs
     the FnApiRunner (in memory or ``--direct_running_mode=multi_processing``) directly, set up as the DirectRunner
-    sets it up.
+    sets it up, with its stage inputs streamed to the workers (`fn_runner_workarounds`).
     """
 
     def run_pipeline(self, pipeline, options):
@@ -49,9 +49,12 @@ class OfflineDirectRunner(PipelineRunner):
         from apache_beam.runners.portability.fn_api_runner import fn_runner
         from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
+        from c4prep.fn_runner_workarounds import streaming_stage_inputs
+
         encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
         provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-        return fn_runner.FnApiRunner(provision_info=provision).run_pipeline(pipeline, options)
+        with streaming_stage_inputs():
+            return fn_runner.FnApiRunner(provision_info=provision).run_pipeline(pipeline, options)
 
 
 def is_dask_runner(runner: str) -> bool:
