@@ -39,6 +39,10 @@ from bench_dedup_scale import WorkerMemory, vm_hwm_mib
 from c4prep.shard_formats import read_table
 
 RUNS = ("in_memory", "multi_processing", "dask", "dask_disk")
+# Each run starts from the environment this script started with: starting a Dask LocalCluster leaves its worker
+# settings (MALLOC_TRIM_THRESHOLD_=65536, OMP_NUM_THREADS=1, ...) in this process's environment, and every later
+# `c4prep run` inherited them (a multi_processing run after a Dask run: 42.9 s and 25 % less memory, against 37.4 s).
+RUN_ENVIRONMENT = dict(os.environ)
 
 
 def write_input(folder: Path, files: int, copies: int) -> int:
@@ -71,7 +75,7 @@ def run_once(kind: str, inputs: list[str], output: Path, workers: int, dask_memo
                     f"--dask_npartitions={len(inputs)}", f"--dask_shuffle={'disk' if kind == 'dask_disk' else 'tasks'}"]
     started = time.perf_counter()
     with tempfile.TemporaryFile() as log, WorkerMemory() as sdk_workers:
-        process = subprocess.Popen(command, stdout=log, stderr=log)
+        process = subprocess.Popen(command, stdout=log, stderr=log, env=RUN_ENVIRONMENT)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
         log.seek(0)
