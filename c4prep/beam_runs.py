@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -165,12 +166,17 @@ def dry_run(pipeline: beam.Pipeline, options: PipelineOptions) -> beam_runner_ap
     DataflowRunner goes through Beam's own dry run: option checks, Dataflow's graph rewrites and the packaging of
     the worker dependencies, all without contacting Google. Portable runners (Flink, Spark) get the graph they
     would submit to their job server, with the worker environment and packaged dependencies; others the plain graph.
+    The pipeline's local temporary folder is removed (Beam removes it only when a pipeline runs).
     """
-    if isinstance(pipeline.runner, DataflowRunner):
-        return pipeline.run().job.proto_pipeline
-    if isinstance(pipeline.runner, PortableRunner):
-        return pipeline.to_runner_api(default_environment=Environment.from_options(options.view_as(PortableOptions)))
-    return pipeline.to_runner_api()
+    try:
+        if isinstance(pipeline.runner, DataflowRunner):
+            return pipeline.run().job.proto_pipeline
+        if isinstance(pipeline.runner, PortableRunner):
+            return pipeline.to_runner_api(
+                default_environment=Environment.from_options(options.view_as(PortableOptions)))
+        return pipeline.to_runner_api()
+    finally:
+        shutil.rmtree(pipeline.local_tempdir, ignore_errors=True)
 
 
 def _run_and_collect(pipeline: beam.Pipeline, options: PipelineOptions,

@@ -4,6 +4,7 @@ ship with it; the Flink and Spark portable invocations build too."""
 import base64
 import gzip
 import json
+import os
 import socket
 
 import pytest
@@ -12,7 +13,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from click.testing import CliRunner
 
-from c4prep.beam_runs import new_pipeline, pipeline_options
+from c4prep.beam_runs import dry_run, new_pipeline, pipeline_options
 from c4prep.cli import main
 from c4prep.pipelines.run_c4 import RunConfig, build_c4_pipeline
 
@@ -145,3 +146,17 @@ def test_portable_runner_invocations_build_the_job(tmp_path, long_path_list, run
     assert len(job_file.read_bytes()) < MAX_JOB_GRAPH_BYTES
     (environment,) = _environments(json.loads(job_file.read_text()))
     assert _container_image(environment) == "example.org/c4prep-worker:1"
+
+
+@pytest.mark.parametrize("runner_args", [["--runner=DirectRunner"],
+                                         ["--runner=PortableRunner", "--job_endpoint=job-server:8099"]])
+def test_a_dry_run_leaves_no_temporary_folder(runner_args, no_network):
+    """Beam makes a local temporary folder for every pipeline and removes it only when the pipeline runs."""
+    import apache_beam as beam
+
+    options = pipeline_options(runner_args[0].split("=")[1], runner_args[1:])
+    pipeline = new_pipeline(options)
+    _ = pipeline | beam.Create([1, 2]) | beam.Map(lambda number: number + 1)
+    assert os.path.isdir(pipeline.local_tempdir)
+    assert dry_run(pipeline, options).components.transforms
+    assert not os.path.exists(pipeline.local_tempdir)
