@@ -43,11 +43,14 @@ class EncDecLoss:
 
 def _decoder_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Model inputs of a decoder row; packing and prefix features only when a row uses them (else the fused
-    causal attention path runs)."""
-    inputs = {"input_tokens": batch["input_tokens"]}
-    if "segment_ids" in batch and bool((batch["segment_ids"] > 1).any()):
+    causal attention path runs). Off the CPU they go whenever the batch has them: looking would make the host wait
+    for the device at every micro-batch, and they give the same attention."""
+    tokens = batch["input_tokens"]
+    on_cpu = tokens.device.type == "cpu"
+    inputs = {"input_tokens": tokens}
+    if "segment_ids" in batch and (not on_cpu or bool((batch["segment_ids"] > 1).any())):
         inputs.update(segment_ids=batch["segment_ids"], positions=batch["positions"])
-    if "prefix_mask" in batch and bool(batch["prefix_mask"].any()):
+    if "prefix_mask" in batch and (not on_cpu or bool(batch["prefix_mask"].any())):
         inputs["prefix_mask"] = batch["prefix_mask"]
     return inputs
 

@@ -173,8 +173,9 @@ class Trainer:
         micro_batches = [{k: v.to(self.device, non_blocking=True) for k, v in b.items()} for b in micro_batches]
         targets = all_reduce_sum(
             torch.stack([self.batch_loss.num_targets(b) for b in micro_batches]).sum().double(), self.env)
-        # DDP averages gradients over ranks, hence the world_size factor: the step's loss is sum / targets.
-        scale = self.env.world_size / targets.clamp(min=1).item()
+        # DDP averages gradients over ranks, hence the world_size factor: the step's loss is sum / targets. A tensor,
+        # so the host does not wait here for the device.
+        scale = (self.env.world_size / targets.clamp(min=1)).float()
         module = self.forward_module
         self.model.train()
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
