@@ -1,7 +1,7 @@
 """The CS224N A5 handout recipe on one CUDA GPU, timed (a step of benchmarks/gpu_suite.sh).
 
-For each variant (vanilla and synthesizer attention; bf16, fp32, bf16 with ``trainer.compile=true``, and that with CUDA
-graphs: ``trainer.compile_mode=reduce-overhead data.pack=false``) the real
+For each variant (vanilla and synthesizer attention; bf16 and fp32, each eager and with CUDA graphs:
+``trainer.compile=true trainer.compile_mode=reduce-overhead data.pack=false``; bf16 compiled without graphs) the real
 ``train`` command runs, as a subprocess, fresh (``resume=never``). The compile options apply to pretraining alone:
 fine-tuning has 80 steps, too few to repay compiling them.
 
