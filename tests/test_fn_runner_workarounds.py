@@ -1,5 +1,7 @@
 """The FnApiRunner's stage inputs in chunks (`c4prep.fn_runner_workarounds`): the same groups, in the same order, for
 the same worker, as Beam's own partition, and sent as several messages of whole elements."""
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -64,3 +66,27 @@ def test_a_workers_input_leaves_in_several_messages_of_whole_chunks():
     assert b"".join(messages) == b"".join(chunks) and len(messages) > 1
     assert all(len(message) > _DEFAULT_SIZE_FLUSH_THRESHOLD for message in messages[:-1])
     assert [group for message in messages for group in _groups(message)] == _groups(b"".join(chunks))
+
+
+def test_the_runners_timer_does_not_flush_while_the_chunks_are_written():
+    """The runner's gRPC data plane buffers a worker's input in a stream that a timer thread also flushes (every
+    second there; every millisecond here), and Beam's `write` does not take that flush's lock: a chunk written while
+    the timer sends would be cleared unsent. The sender stops the timer and flushes between whole chunks itself."""
+    senders, messages = [], []
+
+    def send(data):
+        senders.append(threading.current_thread())
+        messages.append(data)
+
+    def output_stream(process_bundle_id, read_transform_id):
+        return ClosableOutputStream.create(send, send, 1)
+
+    def slow_chunks():  # the timer would tick several times between two chunks
+        for index in range(20):
+            time.sleep(0.005)
+            yield bytes([index]) * 1_000
+
+    manager = SimpleNamespace(_worker_handler=SimpleNamespace(data_conn=SimpleNamespace(output_stream=output_stream)))
+    send_input_in_messages(manager, "bundle_1", "read", slow_chunks())
+    assert b"".join(messages) == b"".join(bytes([index]) * 1_000 for index in range(20))
+    assert set(senders) == {threading.main_thread()}
