@@ -31,6 +31,7 @@ import partd.file
 from apache_beam.options.pipeline_options import PipelineOptions
 from distributed.diagnostics.plugin import WorkerPlugin
 
+from c4prep.patches import replaced
 from c4prep.runner_results import RunnerSetupError
 
 SHUFFLES = ("tasks", "disk")
@@ -85,11 +86,11 @@ class KeepShuffleFiles(WorkerPlugin):
     found in the code, not one observed in the act, and two reruns with this plugin were complete."""
 
     def setup(self, worker) -> None:
-        self.deletes = partd.file.File.__del__
-        partd.file.File.__del__ = _keep_files
+        self.keeping = replaced((partd.file.File, "__del__", _keep_files))
+        self.keeping.__enter__()
 
     def teardown(self, worker) -> None:
-        partd.file.File.__del__ = self.deletes
+        self.keeping.__exit__(None, None, None)
 
 
 class _AppendsWithoutSync:
@@ -155,10 +156,9 @@ def dask_shuffle(client, shuffle: str) -> Iterator[dict]:
         return
     folder, _ = shared_shuffle_folder(client)
     client.register_plugin(KeepShuffleFiles(), name=KEEP_FILES_PLUGIN)
-    dask.bag.core.partition = partition_in_one_block
     try:
-        yield {"dataframe.shuffle.method": "disk", "temporary_directory": folder}
+        with replaced((dask.bag.core, "partition", partition_in_one_block)):
+            yield {"dataframe.shuffle.method": "disk", "temporary_directory": folder}
     finally:
-        dask.bag.core.partition = _DASK_PARTITION
         client.unregister_worker_plugin(KEEP_FILES_PLUGIN)
         client.run(_remove_folder, folder)  # every worker sees it; the one that made it may have died since

@@ -65,7 +65,8 @@ from apache_beam.utils.windowed_value import WindowedValue
 from dask.sizeof import sizeof
 from distributed.diagnostics.plugin import WorkerPlugin
 
-_BEAM_APPLY_DOFN_TO_BUNDLE = transform_evaluator.apply_dofn_to_bundle
+from c4prep.patches import replaced
+
 _BEAM_GET_WINDOWED_VALUE = transform_evaluator.get_windowed_value
 _GLOBAL_WINDOWS = (GlobalWindow(),)
 WINDOWING_BYTES = 100  # a WindowedValue's timestamp and its tuple of the global window
@@ -137,13 +138,9 @@ def releasing_bundle_outputs() -> Iterator[None]:
     """While a Beam pipeline is translated for Dask inside this block, its ParDo tasks run c4prep's bundle function
     (`apply_dofn_releasing_outputs`: outputs released after the task, `finish_bundle` outputs kept) on elements
     wrapped by `windowed_in_the_global_window`."""
-    transform_evaluator.apply_dofn_to_bundle = apply_dofn_releasing_outputs
-    transform_evaluator.get_windowed_value = windowed_in_the_global_window
-    try:
+    with replaced((transform_evaluator, "apply_dofn_to_bundle", apply_dofn_releasing_outputs),
+                  (transform_evaluator, "get_windowed_value", windowed_in_the_global_window)):
         yield
-    finally:
-        transform_evaluator.apply_dofn_to_bundle = _BEAM_APPLY_DOFN_TO_BUNDLE
-        transform_evaluator.get_windowed_value = _BEAM_GET_WINDOWED_VALUE
 
 
 def windowed_value_size(value: WindowedValue) -> int:
