@@ -78,6 +78,8 @@ def quiet_engine_logs() -> None:
 def refuse_unknown_options(ctx: click.Context, command: str) -> None:
     """A :class:`UserError` naming the first extra argument of ``command`` that Beam does not know either (with the
     closest option of the command or of Beam), if any: what the command passes on to Beam must be Beam's."""
+    if not ctx.args:  # nothing passed on: Beam's parser (and the runner modules it imports) is not needed
+        return
     from c4prep.beam_runs import split_beam_args
 
     try:
