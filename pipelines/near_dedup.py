@@ -41,11 +41,12 @@ import struct
 from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Iterable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
 import numpy as np
-from datasketch import LeanMinHash, MinHash
-from datasketch.lsh import _optimal_param
+
+if TYPE_CHECKING:  # datasketch is imported where it is used: with SciPy it takes 0.17 s, which runs without
+    from datasketch import LeanMinHash, MinHash  # --near-dedup would pay at every process's start
 
 from .c4_rules import md5_hex
 from .records import Page
@@ -144,6 +145,8 @@ class NearDedupConfig:
 @functools.lru_cache(maxsize=None)
 def default_band_params(threshold: float, num_perm: int) -> tuple[int, int]:
     """(bands, rows) minimising the recall-weighted LSH error for `threshold` (datasketch's own routine)."""
+    from datasketch.lsh import _optimal_param
+
     bands, rows = _optimal_param(threshold, num_perm, FALSE_POSITIVE_WEIGHT, FALSE_NEGATIVE_WEIGHT)
     return int(bands), int(rows)
 
@@ -170,6 +173,8 @@ def shingles(text: str, ngram: int) -> set[bytes]:
 @functools.lru_cache(maxsize=8)
 def _permutations(num_perm: int, seed: int) -> np.ndarray:
     # Built once per process: datasketch draws them from a seeded RandomState on every MinHash otherwise.
+    from datasketch import MinHash
+
     permutations = MinHash(num_perm=num_perm, seed=seed, scheme=MINHASH_SCHEME).permutations
     permutations.setflags(write=False)
     return permutations
@@ -177,6 +182,8 @@ def _permutations(num_perm: int, seed: int) -> np.ndarray:
 
 def minhash(text: str, config: NearDedupConfig) -> LeanMinHash:
     """MinHash signature of the text's shingle set (datasketch, SHA-1 32-bit shingle hash, `affine32` scheme)."""
+    from datasketch import LeanMinHash, MinHash
+
     sketch = MinHash(num_perm=config.num_perm, seed=config.seed, scheme=MINHASH_SCHEME,
                      permutations=_permutations(config.num_perm, config.seed))
     sketch.update_batch(shingles(text, config.ngram))
@@ -190,6 +197,8 @@ def signature(sketch: MinHash) -> bytes:
 
 def from_signature(data: bytes, config: NearDedupConfig) -> LeanMinHash:
     """The MinHash a `signature` came from."""
+    from datasketch import LeanMinHash
+
     return LeanMinHash(seed=config.seed, hashvalues=np.frombuffer(data, dtype="<u4"), scheme=MINHASH_SCHEME)
 
 

@@ -19,9 +19,41 @@ anything else stays NLTK's.
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import regex
-from nltk.tokenize.punkt import PunktLanguageVars, PunktParameters, PunktSentenceTokenizer, PunktToken
+
+
+class _LeaveOutScipyStats(importlib.abc.MetaPathFinder):
+    """Refuses `scipy.stats`, as if SciPy were not installed (see `_nltk_without_scipy_stats`)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "scipy.stats" or name.startswith("scipy.stats."):
+            raise ImportError(f"{name} is left out while NLTK is imported")
+        return None
+
+
+@contextmanager
+def _nltk_without_scipy_stats() -> Iterator[None]:
+    """While NLTK's package is imported, `scipy.stats` cannot be: NLTK imports it (0.35 s of a process's start here,
+    in the driver and in every worker) only for statistics Punkt never uses, and falls back to stubs without it.
+    SciPy imports normally afterwards (datasketch needs it)."""
+    if "nltk" in sys.modules or "scipy.stats" in sys.modules:
+        yield
+        return
+    finder = _LeaveOutScipyStats()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+with _nltk_without_scipy_stats():
+    from nltk.tokenize.punkt import PunktLanguageVars, PunktParameters, PunktSentenceTokenizer, PunktToken
 
 
 def untimed(pattern):
