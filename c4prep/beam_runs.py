@@ -5,7 +5,8 @@ import argparse
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import apache_beam as beam
@@ -136,8 +137,19 @@ def run_to_completion(pipeline: beam.Pipeline, options: PipelineOptions,
         raise found from error
 
 
-def new_pipeline(options: PipelineOptions) -> beam.Pipeline:
-    """A pipeline for the options; a runner that cannot load or rejects the options stops with one line."""
+@contextmanager
+def job_pipeline(options: PipelineOptions) -> Iterator[beam.Pipeline]:
+    """A pipeline for the options, for the length of the block; a runner that cannot load or rejects the options
+    stops with one line. Its local temporary folder is removed when the block ends: Beam removes it only when the
+    pipeline runs, and a dry run or a refusal before the run (a missing cluster, say) would leave it behind."""
+    pipeline = _new_pipeline(options)
+    try:
+        yield pipeline
+    finally:
+        shutil.rmtree(pipeline.local_tempdir, ignore_errors=True)
+
+
+def _new_pipeline(options: PipelineOptions) -> beam.Pipeline:
     runner = options.view_as(StandardOptions).runner
     try:
         pipeline = beam.Pipeline(options=options)
@@ -166,17 +178,12 @@ def dry_run(pipeline: beam.Pipeline, options: PipelineOptions) -> beam_runner_ap
     DataflowRunner goes through Beam's own dry run: option checks, Dataflow's graph rewrites and the packaging of
     the worker dependencies, all without contacting Google. Portable runners (Flink, Spark) get the graph they
     would submit to their job server, with the worker environment and packaged dependencies; others the plain graph.
-    The pipeline's local temporary folder is removed (Beam removes it only when a pipeline runs).
     """
-    try:
-        if isinstance(pipeline.runner, DataflowRunner):
-            return pipeline.run().job.proto_pipeline
-        if isinstance(pipeline.runner, PortableRunner):
-            return pipeline.to_runner_api(
-                default_environment=Environment.from_options(options.view_as(PortableOptions)))
-        return pipeline.to_runner_api()
-    finally:
-        shutil.rmtree(pipeline.local_tempdir, ignore_errors=True)
+    if isinstance(pipeline.runner, DataflowRunner):
+        return pipeline.run().job.proto_pipeline
+    if isinstance(pipeline.runner, PortableRunner):
+        return pipeline.to_runner_api(default_environment=Environment.from_options(options.view_as(PortableOptions)))
+    return pipeline.to_runner_api()
 
 
 def _run_and_collect(pipeline: beam.Pipeline, options: PipelineOptions,

@@ -9,7 +9,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from c4prep.beam_runs import dry_run, is_dask_runner, new_pipeline, pipeline_options, run_to_completion
+from c4prep.beam_runs import dry_run, is_dask_runner, job_pipeline, pipeline_options, run_to_completion
 from c4prep.manifest import Manifest, build_manifest, check_output_folder, new_staging_uri
 from c4prep.progress import ProgressSettings
 from c4prep.runner_results import RunnerSetupError
@@ -189,9 +189,9 @@ def dry_run_c4(config: RunConfig, beam_args: list[str] | None = None) -> beam_ru
     """Build and validate the job for its runner without running it or touching input and output; the job graph."""
     check_runner(config)
     options = pipeline_options(config.runner, list(beam_args or []))
-    pipeline = new_pipeline(options)
-    build_c4_pipeline(pipeline, config, new_staging_uri(config.output))
-    return dry_run(pipeline, options)
+    with job_pipeline(options) as pipeline:
+        build_c4_pipeline(pipeline, config, new_staging_uri(config.output))
+        return dry_run(pipeline, options)
 
 
 def run_c4(config: RunConfig, beam_args: list[str] | None = None,
@@ -209,8 +209,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
     if is_dask_runner(config.runner) and not config.path_list:
         input_files, beam_args = files, one_partition_per_file(files, beam_args)
     options = pipeline_options(config.runner, beam_args)
-    pipeline = new_pipeline(options)
-    with staged_output(config.output) as staging:
+    with job_pipeline(options) as pipeline, staged_output(config.output) as staging:
         build_c4_pipeline(pipeline, config, staging.uri, input_files)
         counters = run_to_completion(pipeline, options, progress)
         funnel = build_funnel(counters)

@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("distributed", reason="Dask is not installed: pip install 'apache-beam[dask]'")
 
 import apache_beam as beam  # noqa: E402
+from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from apache_beam.runners.dask import transform_evaluator  # noqa: E402
 from apache_beam.runners.dask.dask_runner import DaskRunner  # noqa: E402
 from apache_beam.runners.dask.overrides import dask_overrides  # noqa: E402
@@ -16,6 +17,7 @@ from apache_beam.transforms.window import GlobalWindow  # noqa: E402
 from apache_beam.utils.windowed_value import WindowedValue  # noqa: E402
 from dask.sizeof import sizeof  # noqa: E402
 
+from c4prep.beam_runs import job_pipeline  # noqa: E402
 from c4prep.dask_workarounds import (  # noqa: E402
     DeepSizes,
     LiftCombiners,
@@ -57,11 +59,11 @@ def _doubled(numbers):
 def _translated_bag(transforms=_doubled, overrides=(), labels: list | None = None):
     """A two-partition job over Create(range(10)) translated for Dask as Beam's DaskRunner does (no cluster);
     `labels` receives the full label of every transform of the translated job."""
-    pipeline = beam.Pipeline()
-    _ = transforms(pipeline | beam.Create(range(10)))
-    pipeline.replace_all([*overrides, *dask_overrides()])
-    visitor = DaskRunner.to_dask_bag_visitor({"npartitions": 2})
-    pipeline.visit(visitor)
+    with job_pipeline(PipelineOptions()) as pipeline:
+        _ = transforms(pipeline | beam.Create(range(10)))
+        pipeline.replace_all([*overrides, *dask_overrides()])
+        visitor = DaskRunner.to_dask_bag_visitor({"npartitions": 2})
+        pipeline.visit(visitor)
     if labels is not None:
         labels.extend(node.full_label for node in visitor.bags)
     return list(visitor.bags.values())[-1]

@@ -13,7 +13,7 @@ from apache_beam.portability.api import beam_runner_api_pb2
 from apache_beam.runners.dataflow.dataflow_runner import DataflowRunner
 from click.testing import CliRunner
 
-from c4prep.beam_runs import dry_run, new_pipeline, pipeline_options
+from c4prep.beam_runs import dry_run, job_pipeline, pipeline_options
 from c4prep.cli import main
 from c4prep.pipelines.run_c4 import RunConfig, build_c4_pipeline
 
@@ -61,10 +61,10 @@ def test_explicit_container_image_is_respected():
 
 
 def test_pipeline_constructs_for_dataflow_with_a_small_graph(no_network):
-    pipeline = new_pipeline(pipeline_options("DataflowRunner", GCP_ARGS))
-    assert isinstance(pipeline.runner, DataflowRunner)
-    build_c4_pipeline(pipeline, dataflow_config(), "gs://my-bucket/c4/en/.staging-test")
-    graph = pipeline.to_runner_api()
+    with job_pipeline(pipeline_options("DataflowRunner", GCP_ARGS)) as pipeline:
+        assert isinstance(pipeline.runner, DataflowRunner)
+        build_c4_pipeline(pipeline, dataflow_config(), "gs://my-bucket/c4/en/.staging-test")
+        graph = pipeline.to_runner_api()
     labels = {transform.unique_name for transform in graph.components.transforms.values()}
     assert {"ReadInput/ReadPathList/ReadAllFiles", "DedupUrls/NewestPerUrl", "DedupUrls/CleanPage",
             "WriteShards/GroupShards"} <= labels
@@ -155,8 +155,16 @@ def test_a_dry_run_leaves_no_temporary_folder(runner_args, no_network):
     import apache_beam as beam
 
     options = pipeline_options(runner_args[0].split("=")[1], runner_args[1:])
-    pipeline = new_pipeline(options)
-    _ = pipeline | beam.Create([1, 2]) | beam.Map(lambda number: number + 1)
-    assert os.path.isdir(pipeline.local_tempdir)
-    assert dry_run(pipeline, options).components.transforms
+    with job_pipeline(options) as pipeline:
+        _ = pipeline | beam.Create([1, 2]) | beam.Map(lambda number: number + 1)
+        assert os.path.isdir(pipeline.local_tempdir)
+        assert dry_run(pipeline, options).components.transforms
+    assert not os.path.exists(pipeline.local_tempdir)
+
+
+def test_a_refusal_before_the_run_leaves_no_temporary_folder(no_network):
+    options = pipeline_options("DirectRunner", [])
+    with pytest.raises(RuntimeError, match="refused"):
+        with job_pipeline(options) as pipeline:
+            raise RuntimeError("refused before the run")
     assert not os.path.exists(pipeline.local_tempdir)

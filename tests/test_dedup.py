@@ -17,7 +17,7 @@ from pathlib import Path
 import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
-from c4prep.beam_runs import INTEGRITY_NAMESPACE
+from c4prep.beam_runs import INTEGRITY_NAMESPACE, job_pipeline
 from c4prep.pipelines import c4_rules
 from c4prep.pipelines.beam_dedup import DedupLines, DedupSentences, SmallestClaim, dedup_transform
 from c4prep.pipelines.c4_rules import md5_digest, md5_hex, normalize_url
@@ -438,9 +438,10 @@ def test_modes_and_transform_factory():
 
 def test_ownership_step_is_a_liftable_combine_not_a_group():
     """The line -> owner step must be a CombinePerKey (liftable), never a GroupByKey of all URLs of a line."""
-    pipeline = beam.Pipeline()
-    _ = pipeline | beam.Create([make_page("http://x.example/", "A. B. C.")], reshuffle=False) | "Dedup" >> DedupLines()
-    proto = pipeline.to_runner_api()
+    with job_pipeline(PipelineOptions()) as pipeline:
+        pages = pipeline | beam.Create([make_page("http://x.example/", "A. B. C.")], reshuffle=False)
+        _ = pages | "Dedup" >> DedupLines()
+        proto = pipeline.to_runner_api()
     urns = {t.unique_name: t.spec.urn for t in proto.components.transforms.values()}
     assert urns["Dedup/SmallestClaimPerKey"] == "beam:transform:combine_per_key:v1"
     groups = [name for name, urn in urns.items() if urn == "beam:transform:group_by_key:v1"]

@@ -15,7 +15,7 @@ import apache_beam as beam
 import numpy as np
 import pyarrow as pa
 
-from c4prep.beam_runs import CounterCache, new_pipeline, pipeline_options, run_to_completion
+from c4prep.beam_runs import CounterCache, job_pipeline, pipeline_options, run_to_completion
 from c4prep.manifest import (
     Manifest,
     build_manifest,
@@ -123,9 +123,8 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
     model_sha256 = vocab.model_sha256
     schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
     options = pipeline_options(config.runner, list(beam_args or []))
-    pipeline = new_pipeline(options)
     names = [shard.name for shard in source.shards if source.splits[shard.split].num_rows]  # no 0-row split's shard
-    with staged_output(config.output) as staging:
+    with job_pipeline(options) as pipeline, staged_output(config.output) as staging:
         _ = (
             pipeline
             | "ShardNames" >> beam.Create(names)
