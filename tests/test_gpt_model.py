@@ -12,7 +12,7 @@ from c4prep.training.models.gpt_attention import (CausalSelfAttention, Synthesiz
                                                   prepend_visible_keys)
 from c4prep.training.experiments.gpt1.classifier import GPTClassifier
 from c4prep.training.models.plain_attention import additive_mask, plain_attention, writes_attention_out
-from c4prep.training.batch_losses import DecoderLoss
+from c4prep.training.batch_losses import DecoderLoss, _decoder_inputs
 from c4prep.training.experiments.gpt1.classification_loss import ClassificationLoss
 
 
@@ -232,6 +232,18 @@ def test_decoder_task_loss_is_the_weighted_next_token_cross_entropy():
                                                reduction="none")
     assert count.item() == 16
     torch.testing.assert_close(total, (losses * weights).sum())
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_packing_features_reach_the_model_when_used_and_unchecked_off_the_cpu(device):
+    """On the CPU, single-segment rows without a prefix take the fused causal path (features left out); off it (here
+    the meta device, whose tensors have no values to look at) the features go as they are, without a host wait."""
+    single = {"input_tokens": torch.zeros(2, 4, dtype=torch.long, device=device),
+              "segment_ids": torch.ones(2, 4, dtype=torch.int32, device=device),
+              "positions": torch.arange(4, device=device).expand(2, 4),
+              "prefix_mask": torch.zeros(2, 4, dtype=torch.bool, device=device)}
+    passed = set(_decoder_inputs(single))
+    assert passed == ({"input_tokens"} if device == "cpu" else set(single))
 
 
 def classifier_batch(sequences: list[list[list[int]]], labels: list[int]) -> dict[str, torch.Tensor]:
