@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Iterator
 
 import dask
@@ -86,11 +86,11 @@ class KeepShuffleFiles(WorkerPlugin):
     found in the code, not one observed in the act, and two reruns with this plugin were complete."""
 
     def setup(self, worker) -> None:
-        self.keeping = replaced((partd.file.File, "__del__", _keep_files))
-        self.keeping.__enter__()
+        self.undo = ExitStack()
+        self.undo.enter_context(replaced((partd.file.File, "__del__", _keep_files)))
 
     def teardown(self, worker) -> None:
-        self.keeping.__exit__(None, None, None)
+        self.undo.close()
 
 
 class _AppendsWithoutSync:
