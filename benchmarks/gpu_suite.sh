@@ -4,8 +4,9 @@
 #   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
 #
 # --quick is meant for a 15-minute GPU lease: the tests, the layout check, the A5 recipe's vanilla-bf16-graphs variant
-# alone and T5 t5_small batch 32 only. On an H200 the tests took 143 s and the layout check 9 s; the other two steps
-# have not been timed as they now are.
+# alone and T5 t5_small batch 32 only. On an H200 the tests took 143 s and the layout check 9 s; on an H100 the
+# recipe variant took 207 s (pretraining 187 s, fine-tuning and answers 20 s); T5 compiled with FlexAttention has not
+# finished yet (it was still compiling after 150 s on an H200).
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/ and ptb/. Steps, each logged to <results>/<step>.log:
