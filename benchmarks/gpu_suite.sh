@@ -3,8 +3,8 @@
 #
 #   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
 #
-# --quick is meant for a 15-minute GPU lease: the tests, the layout check, the A5 recipe's vanilla-bf16-graphs variant
-# alone and T5 t5_small batch 32 only. On an H200 the tests took 143 s and the layout check 9 s; on an H100 the
+# --quick is meant for a 15-minute GPU lease: T5 t5_small batch 32 first, then the tests, the layout check and the A5
+# recipe's vanilla-bf16-graphs variant alone. On an H200 the tests took 143 s and the layout check 9 s; on an H100 the
 # recipe variant took 207 s (pretraining 187 s, fine-tuning and answers 20 s); T5 compiled with FlexAttention has not
 # finished yet (it was still compiling after 150 s on an H200).
 #
@@ -15,12 +15,12 @@
 #                  compile, resume, torchrun) -> tests.xml
 #   sdpa_layouts   SDPA's memory-efficient kernel with dropout at the A5 model's layouts against fp64
 #                  -> sdpa_dropout_layouts.jsonl (benchmarks/gpu_sdpa_dropout_layouts.py)
-#   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 / fp32 / bf16 compiled / bf16
-#                  compiled with CUDA graphs (benchmarks/gpu_a5_recipe.py): pretrain,
-#                  fine-tune, dev answers; accuracy and wall times -> a5/a5_recipe.json, a5/a5_pretrain_curves.png
+#   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 and fp32, each eager and compiled
+#                  with CUDA graphs, and bf16 compiled (benchmarks/gpu_a5_recipe.py): pretrain, fine-tune, dev answers; accuracy and wall times -> a5/a5_recipe.json, a5/a5_pretrain_curves.png
 #                  (.csv without matplotlib)
-#   t5_throughput  tokens/s of our T5 (dense and FlexAttention) vs HF T5ForConditionalGeneration, eager and
-#                  compiled, bf16: t5_small batch 32 and 128, t5_base batch 32 -> t5_throughput_<size>_b<batch>.json
+#   t5_throughput  tokens/s of our T5 vs HF T5ForConditionalGeneration, eager and compiled, bf16, then again with
+#                  our FlexAttention model added: t5_small batch 32 and 128, t5_base batch 32
+#                  -> t5_throughput_<size>_b<batch>.json, t5_throughput_flex_<size>_b<batch>.json
 # A failed step is recorded and the next one runs; the exit status is 1 if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,21 +55,29 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; 
 fi
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 
+t5_steps() {  # t5_steps <size> <batch>: ours against HF, eager and compiled; then with FlexAttention added, apart, so
+    # that a slow FlexAttention compile leaves the first comparison measured
+    step "t5_throughput_$1_b$2" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile \
+        --precision bf16 --size "$1" --batch "$2" --rounds 5 --steps-per-round 4 --warmup 3 \
+        --json "$OUT/t5_throughput_$1_b$2.json"
+    step "t5_throughput_flex_$1_b$2" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile --flex \
+        --precision bf16 --size "$1" --batch "$2" --rounds 5 --steps-per-round 4 --warmup 3 \
+        --json "$OUT/t5_throughput_flex_$1_b$2.json"
+}
+
+if $QUICK; then  # what earlier leases left unmeasured first: T5 compiled and with FlexAttention
+    t5_steps t5_small 32
+fi
 step tests "$PYTHON" -m pytest -m gpu -n 8 -q -ra -p no:cacheprovider -o junit_logging=all \
     tests/test_gpu.py tests/test_gpu_training.py --junitxml="$OUT/tests.xml"
 step sdpa_layouts sh -c "\"$PYTHON\" benchmarks/gpu_sdpa_dropout_layouts.py > \"$OUT/sdpa_dropout_layouts.jsonl\""
 if $QUICK; then
     step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5" --variants vanilla-bf16-graphs
-    configs=("t5_small 32")
 else
     step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5"
-    configs=("t5_small 32" "t5_small 128" "t5_base 32")
+    for config in "t5_small 32" "t5_small 128" "t5_base 32"; do
+        t5_steps $config
+    done
 fi
-for config in "${configs[@]}"; do
-    read -r size batch <<< "$config"
-    step "t5_throughput_${size}_b${batch}" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile --flex \
-        --precision bf16 --size "$size" --batch "$batch" --rounds 5 --steps-per-round 4 --warmup 3 \
-        --json "$OUT/t5_throughput_${size}_b${batch}.json"
-done
 echo "results in $OUT"
 exit $status
