@@ -26,8 +26,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from c4prep.training.config import load_config
 from c4prep.training.experiments.cs224n_a5.stages import char_corruption_corpus
-from c4prep.training.stages.model_setup import initial_model
-from c4prep.training.stages.run import row_set_trainer, start_run
+from c4prep.training.stages.run import rows_pretrain_trainer, start_run
 
 BASE = ["experiment=cs224n_a5_pretrain", "trainer.checkpoint_every=0", "trainer.progress=false",
         "trainer.tensorboard=false", "resume=never"]
@@ -38,10 +37,7 @@ LAUNCH_OPS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLa
 def a5_trainer(overrides: list[str], output_dir: str, device: str):
     cfg = load_config([*BASE, f"trainer.device={device}", f"output_dir={output_dir}", *overrides])
     corpus = char_corruption_corpus(cfg)
-    ctx = start_run(cfg)
-    model, spec = initial_model(cfg, corpus.vocab_size)
-    return row_set_trainer(cfg, ctx, corpus.train, corpus.validation, corpus.batch_loss, model, spec,
-                           pack_length=corpus.pack_length)
+    return rows_pretrain_trainer(cfg, start_run(cfg), corpus)
 
 
 def synchronize() -> None:

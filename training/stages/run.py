@@ -149,12 +149,16 @@ def pretrain_on_rows(cfg: TrainConfig, corpus: TrainingData) -> dict[str, Any]:
     """Pre-train a decoder (from scratch or ``init_from``'s weights) on an in-memory row corpus; the run folder
     keeps the corpus's run files (a word vocabulary)."""
     ctx = start_run(cfg)
+    return fit_summary(ctx, rows_pretrain_trainer(cfg, ctx, corpus))
+
+
+def rows_pretrain_trainer(cfg: TrainConfig, ctx: RunContext, corpus: TrainingData) -> Trainer:
+    """`pretrain_on_rows`' trainer, wired and restored (when resuming), ready for ``fit()``."""
     if cfg.init_from:
         check_same_run_files(cfg.init_from, corpus.run_files)
     if ctx.env.is_main:
         for name, text in corpus.run_files.items():
             (ctx.run_dir / name).write_text(text, encoding="utf-8")
     model, spec = initial_model(cfg, corpus.vocab_size)
-    trainer = row_set_trainer(cfg, ctx, corpus.train, corpus.validation, corpus.batch_loss, model, spec,
-                              pack_length=corpus.pack_length)
-    return fit_summary(ctx, trainer)
+    return row_set_trainer(cfg, ctx, corpus.train, corpus.validation, corpus.batch_loss, model, spec,
+                           pack_length=corpus.pack_length)
