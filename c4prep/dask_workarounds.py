@@ -51,8 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from contextlib import contextmanager
-from typing import Iterator
+from contextlib import AbstractContextManager
 
 from apache_beam.pipeline import PTransformOverride
 from apache_beam.runners.common import DoFnInvoker
@@ -133,14 +132,12 @@ def waiting_on_the_jobs_client(result) -> str:
         return result.wait_until_finish()
 
 
-@contextmanager
-def releasing_bundle_outputs() -> Iterator[None]:
+def releasing_bundle_outputs() -> AbstractContextManager[None]:
     """While a Beam pipeline is translated for Dask inside this block, its ParDo tasks run c4prep's bundle function
     (`apply_dofn_releasing_outputs`: outputs released after the task, `finish_bundle` outputs kept) on elements
     wrapped by `windowed_in_the_global_window`."""
-    with replaced((transform_evaluator, "apply_dofn_to_bundle", apply_dofn_releasing_outputs),
-                  (transform_evaluator, "get_windowed_value", windowed_in_the_global_window)):
-        yield
+    return replaced((transform_evaluator, "apply_dofn_to_bundle", apply_dofn_releasing_outputs),
+                    (transform_evaluator, "get_windowed_value", windowed_in_the_global_window))
 
 
 def windowed_value_size(value: WindowedValue) -> int:

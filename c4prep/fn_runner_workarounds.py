@@ -13,8 +13,8 @@ order and the worker each one goes to are unchanged. It stops the stream's timer
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterable, Iterator
+from contextlib import AbstractContextManager
+from typing import Iterable
 
 from apache_beam.coders.coder_impl import create_OutputStream
 from apache_beam.runners.portability.fn_api_runner import execution, fn_runner
@@ -82,9 +82,7 @@ def stop_periodic_flushes(stream: data_plane.ClosableOutputStream) -> None:
                 stream._periodic_flusher = None
 
 
-@contextmanager
-def streaming_stage_inputs() -> Iterator[None]:
+def streaming_stage_inputs() -> AbstractContextManager[None]:
     """While the block runs, the FnApiRunner sends stage inputs in chunks (see the module docstring)."""
-    with replaced((execution.GroupingBuffer, "partition", partition_in_chunks),
-                  (fn_runner.BundleManager, "_send_input_to_worker", send_input_in_messages)):
-        yield
+    return replaced((execution.GroupingBuffer, "partition", partition_in_chunks),
+                    (fn_runner.BundleManager, "_send_input_to_worker", send_input_in_messages))
