@@ -338,7 +338,7 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
     """One measured run in this process."""
     import apache_beam as beam
 
-    from c4prep.beam_runs import new_pipeline, pipeline_options, run_to_completion
+    from c4prep.beam_runs import job_pipeline, pipeline_options, run_to_completion
     from c4prep.pipelines import dedup
     from c4prep.pipelines.beam_dedup import DedupLines, DedupSentences
     from c4prep.pipelines.funnel import integrity_errors
@@ -365,16 +365,16 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
     else:
         options = pipeline_options("DirectRunner", ["--direct_running_mode=multi_processing",
                                                     f"--direct_num_workers={workers}"])
-    pipeline = new_pipeline(options)
-    starts = pipeline | "ChunkStarts" >> beam.Create(range(0, pages, CHUNK), reshuffle=False)
-    if not mode.startswith("lines-in-place"):  # those build their pages from the chunk starts themselves, twice
-        starts = starts | "BuildPages" >> beam.FlatMap(chunk_pages, pages=pages)
-    _ = starts | "Dedup" >> transform() | "Count" >> count_pages()
-    cpu = cpu_seconds()
-    start = time.perf_counter()
-    with WorkerMemory() if cluster is None else nullcontext() as memory:
-        collected = run_to_completion(pipeline, options)
-    seconds = time.perf_counter() - start
+    with job_pipeline(options) as pipeline:
+        starts = pipeline | "ChunkStarts" >> beam.Create(range(0, pages, CHUNK), reshuffle=False)
+        if not mode.startswith("lines-in-place"):  # those build their pages from the chunk starts themselves, twice
+            starts = starts | "BuildPages" >> beam.FlatMap(chunk_pages, pages=pages)
+        _ = starts | "Dedup" >> transform() | "Count" >> count_pages()
+        cpu = cpu_seconds()
+        start = time.perf_counter()
+        with WorkerMemory() if cluster is None else nullcontext() as memory:
+            collected = run_to_completion(pipeline, options)
+        seconds = time.perf_counter() - start
     if cluster is not None:
         from distributed import Client
 
