@@ -23,6 +23,7 @@ from pathlib import Path
 
 from warcio.warcwriter import WARCWriter
 
+from bench_dedup_scale import perturbed
 from c4prep.pipelines import c4_rules
 from c4prep.pipelines.beam_c4 import document_row, row_order_key
 from c4prep.pipelines.readers import read_records
@@ -36,17 +37,20 @@ def local_open(path: str):
     return open(path, "rb")
 
 
-def replicate_sample(copies: int, destination: Path, first_copy: int = 0) -> int:
+def replicate_sample(copies: int, destination: Path, first_copy: int = 0, perturb: bool = False) -> int:
     """Write `copies` URL-distinct copies of the sample (numbered from `first_copy`, so that several files hold
-    distinct copies) as one gzipped WET file; returns the page count."""
+    distinct copies) as one gzipped WET file; returns the page count. Copies are exact, or with `perturb` each
+    page's lines are kept, edited or dropped as `bench_dedup_scale.perturbed` does (the page's number in the whole
+    replicated corpus picks them), so that the text dedup keeps about half of every copy instead of one copy."""
     records = [r for r in read_records(bundled_sample(), open_binary=local_open) if isinstance(r, RawRecord)]
     with open(destination, "wb") as handle:
         writer = WARCWriter(handle, gzip=True)
         for copy in range(first_copy, first_copy + copies):
-            for record in records:
+            for number, record in enumerate(records):
                 headers = [("WARC-Target-URI", f"{record.url}#copy={copy}"), ("WARC-Date", record.timestamp),
                            ("Content-Type", "text/plain")]
-                payload = record.body.encode("utf-8")
+                body = perturbed(record.body, copy * len(records) + number) if perturb else record.body
+                payload = body.encode("utf-8")
                 writer.write_record(writer.create_warc_record(
                     f"{record.url}#copy={copy}", "conversion", payload=io.BytesIO(payload),
                     length=len(payload), warc_headers_dict=dict(headers)))

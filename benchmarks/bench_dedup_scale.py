@@ -107,12 +107,9 @@ def edited(line: str, index: int, number: int) -> str:
     return " ".join(words)
 
 
-def scale_page(index: int):
-    """Page ``index`` of the scaled corpus (see the module docstring)."""
-    from c4prep.pipelines.records import Page
-
-    pool = documents()
-    url, text, timestamp = pool[index % len(pool)]
+def perturbed(text: str, index: int) -> str:
+    """``text`` as page ``index`` of a replicated corpus has it: each line kept verbatim, edited or dropped by a hash
+    of ``(index, line number)`` (see the module docstring)."""
     lines = []
     for number, line in enumerate(text.split("\n")):
         draw = unit_hash(index, number)
@@ -120,7 +117,16 @@ def scale_page(index: int):
             lines.append(line)
         elif draw < KEEP + EDIT:
             lines.append(edited(line, index, number))
-    page_text = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def scale_page(index: int):
+    """Page ``index`` of the scaled corpus (see the module docstring)."""
+    from c4prep.pipelines.records import Page
+
+    pool = documents()
+    url, text, timestamp = pool[index % len(pool)]
+    page_text = perturbed(text, index)
     page_url = f"{url}?replica={index // len(pool)}"
     return Page(url=page_url, normalized_url=re.sub(r"^https?://", "", page_url), text=page_text,
                 timestamp=timestamp, content_type="text/plain", content_length=len(page_text.encode("utf-8")))
