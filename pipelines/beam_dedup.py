@@ -2,14 +2,18 @@
 
 Shape of both transforms (the per-page functions are the ones the in-memory references use):
 
-    pages ─ ParDo(claims) ─ CombinePerKey(smallest claim) ─ ParDo(-> (owner id, (key, occurrence))) ─┐
-    pages ─ Map(-> (page id, page)) ─────────────────────────────────────────────── CoGroupByKey(id) ┴─ ParDo(remove)
+    pages ─ ParDo(claim blocks) ─ CombinePerKey(bucket: smallest claims) ─ ParDo(-> (owner id, [payload, ...])) ─┐
+    pages ─ Map(-> (page id, page)) ─────────────────────────────────────────────────────────── CoGroupByKey(id) ┴─ ...
 
-`DedupSentences` first pairs each page with its Punkt sentences per line (`Prepare`, fused with the upstream
-steps): both branches use that pair, so every page is split once, not once for its claims and again for its removal
-(Punkt is most of this mode's cost), and the sentences travel through the join in place of the page's text. Its
-owners send back only the occurrence numbers (the window keys are not needed by the removal); mode `lines` sends
-`(key, occurrence)`.
+(`...`: ParDo(remove).) `DedupSentences` first pairs each page with its Punkt sentences per line (`Prepare`, fused
+with the upstream steps): both branches use that pair, so every page is split once, not once for its claims and
+again for its removal (Punkt is most of this mode's cost), and the sentences travel through the join in place of the
+page's text. Its owners send back only the occurrence numbers (the window keys are not needed by the removal); mode
+`lines` sends `(key, occurrence)`.
+
+Few, large elements: a page makes about 20 span keys, nearly all of them unique on a real crawl. The claims travel
+as numpy blocks, one per key bucket and bundle (`claim_blocks`), and the owners as one list per page and bundle, so
+the claim shuffle carries bundles x buckets elements and the owner join about one per page, not one per key.
 
 Integrity: the claims sent to the combiner and received out of it, and the owners sent to the join and received
 by the pages, are counted in `INTEGRITY_NAMESPACE`; `run_c4` fails the run when a pair differs (a DirectRunner with
@@ -18,9 +22,8 @@ by the pages, are counted in `INTEGRITY_NAMESPACE`; `run_c4` fails the run when 
 The combiner keeps ONE claim per key (and a count) and is associative and commutative, so Beam lifts it before
 the shuffle: each bundle pre-combines its claims and a key shared by millions of pages never has the list of its
 pages materialised on one worker (the failure of TFDS 2.2's GroupByKey, tensorflow/datasets#1473, fixed by PR #2201).
-A page's id is the md5 of its raw URL (`dedup.page_id`): claims and owners carry those 16 bytes (a claim is one
-integer), never the URL, and the join is by id; an id with more than one page raises `dedup.DuplicateUrlError`
-(see `dedup.py`).
+A page's id is the md5 of its raw URL (`dedup.page_id`): claims and owners carry those 16 bytes, never the URL, and
+the join is by id; an id with more than one page raises `dedup.DuplicateUrlError` (see `dedup.py`).
 """
 from __future__ import annotations
 
@@ -29,11 +32,12 @@ from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.transforms.window import GlobalWindows
 
 from c4prep.beam_runs import INTEGRITY_NAMESPACE, CounterCache
 
-from . import dedup
+from . import claim_blocks, dedup
 from .c4_rules import MIN_NUM_SENTENCES, Outcome
 from .records import Page
 
@@ -49,56 +53,63 @@ def _merge_counted(first: CountedClaim | None, second: CountedClaim | None) -> C
     return dedup.smaller_claim(first[0], second[0]), first[1] + second[1]
 
 
-class SmallestClaim(beam.CombineFn):
-    """Per key, the smallest claim (`dedup.Claim`) and the number of claims it was chosen from (for the integrity
-    check). Inputs and the accumulator are such counted claims (`_EmitClaims` pre-combines each bundle's claims);
-    the empty accumulator is None."""
+class SmallestClaims(beam.CombineFn):
+    """Per key bucket, the smallest claim of each key and the number of claims it was chosen from (for the integrity
+    check), as one block (`claim_blocks.smallest_claims`). Inputs are claim blocks (`_EmitClaims` pre-combines each
+    bundle's claims); the accumulator is a list of blocks, reduced to one when Beam compacts, merges or extracts it."""
 
     def create_accumulator(self):
-        return None
+        return []
 
-    def add_input(self, accumulator, counted):
-        return _merge_counted(accumulator, counted)
-
-    def add_inputs(self, accumulator, counted_claims):
-        for counted in counted_claims:
-            accumulator = _merge_counted(accumulator, counted)
+    def add_input(self, accumulator, block):
+        accumulator.append(block)
         return accumulator
 
     def merge_accumulators(self, accumulators):
-        merged = None
-        for accumulator in accumulators:
-            merged = _merge_counted(merged, accumulator)
-        return merged
+        return [claim_blocks.smallest_claims([block for accumulator in accumulators for block in accumulator])]
+
+    def compact(self, accumulator):
+        return [claim_blocks.smallest_claims(accumulator)] if len(accumulator) > 1 else accumulator
 
     def extract_output(self, accumulator):
-        return accumulator
+        return claim_blocks.smallest_claims(accumulator) if accumulator else np.empty(0, claim_blocks.CLAIM_BLOCK)
 
 
 BUNDLE_TABLE_KEYS = 100_000  # keys `_EmitClaims` holds before it emits its table (bounds a worker's memory)
+BUNDLE_OWNERS = 1_000_000  # owned keys `_ToOwner` holds before it emits its table (bounds a worker's memory)
+DEFAULT_CLAIM_BUCKETS = 256
+
+
+def claim_buckets(input_files: int) -> int:
+    """Key buckets of the claims for an input of `input_files` files: 16 a file, at least 256 and at most 65,536.
+    A bucket's claims meet on one worker, so buckets grow with the input (a full dump of 56,000 WET files: about
+    900,000 keys a bucket, 40 MB); blocks stay large where a bundle's keys outnumber the buckets."""
+    return min(65_536, max(DEFAULT_CLAIM_BUCKETS, 16 * input_files))
 
 
 class _EmitClaims(beam.DoFn):
-    """Pages (or prepared pages, see `_OwnershipDedup.prepare`) -> `(key, (smallest claim, claims))` per key of the
-    bundle's pages, counted as sent to the combiner. The bundle's claims are pre-combined in a dict as they are made
-    (`SmallestClaim` is associative), so one element per key and bundle crosses the engine, not one per claim; the
-    table is emitted when the bundle ends, or earlier once it holds `BUNDLE_TABLE_KEYS` keys."""
+    """Pages (or prepared pages, see `_OwnershipDedup.prepare`) -> `(bucket, claim block)` per key bucket of the
+    bundle's pages, its claims counted as sent to the combiner. The bundle's claims are pre-combined in a dict as
+    they are made (`dedup.smaller_claim` is associative), so one row per key and bundle crosses the engine, not one
+    per claim, packed into one numpy block per bucket (`claim_blocks`); the table is emitted when the bundle ends,
+    or earlier once it holds `BUNDLE_TABLE_KEYS` keys."""
 
-    def __init__(self, claims: Callable[[Any], list], check: str) -> None:
-        self.claims, self.check = claims, check
+    def __init__(self, claims: Callable[[Any], list], check: str, buckets: int) -> None:
+        self.claims, self.check, self.buckets = claims, check, buckets
 
     def setup(self) -> None:
         self.integrity = CounterCache(INTEGRITY_NAMESPACE)
 
     def start_bundle(self) -> None:
-        self.table: dict[dedup.Key, CountedClaim] = {}
+        self.table: dict[dedup.Key, tuple[dedup.Claim, int]] = {}
 
     def process(self, page):
         claims = self.claims(page)
         self.integrity.inc(f"{self.check}/claims:sent", len(claims))
         table = self.table
         for key, claim in claims:
-            table[key] = _merge_counted(table.get(key), (claim, 1))
+            held = table.get(key)
+            table[key] = (claim, 1) if held is None else (dedup.smaller_claim(held[0], claim), held[1] + 1)
         if len(table) >= BUNDLE_TABLE_KEYS:
             yield from self._emit_table()
 
@@ -106,9 +117,9 @@ class _EmitClaims(beam.DoFn):
         for keyed in self._emit_table():
             yield GlobalWindows.windowed_value(keyed)
 
-    def _emit_table(self) -> Iterator[tuple[dedup.Key, CountedClaim]]:
+    def _emit_table(self) -> Iterator[tuple[int, np.ndarray]]:
         table, self.table = self.table, {}
-        return iter(table.items())
+        return claim_blocks.by_bucket(claim_blocks.claim_block(table), self.buckets) if table else iter(())
 
 
 def _key_and_occurrence(key: dedup.Key, occurrence: int) -> tuple[dedup.Key, int]:
@@ -120,8 +131,10 @@ def _occurrence_only(key: dedup.Key, occurrence: int) -> int:
 
 
 class _ToOwner(beam.DoFn):
-    """`(key, (winning claim, claims combined))` -> `(owner url, what the owner's removal needs of the key)`,
-    counting the claims received and the owners sent to the join."""
+    """`(bucket, block of winning claims)` -> `(owner page id, [what the owner's removal needs of each key])`,
+    counting the claims received and the owners sent to the join. A bundle's owners are gathered per page as they
+    come and sent as one list per page when the bundle ends, or earlier once `BUNDLE_OWNERS` are held: a page owns
+    about 20 span keys, which reach it in one element per bundle instead of one each."""
 
     def __init__(self, check: str, payload: Callable[[dedup.Key, int], Any]) -> None:
         self.check, self.payload = check, payload
@@ -129,11 +142,28 @@ class _ToOwner(beam.DoFn):
     def setup(self) -> None:
         self.integrity = CounterCache(INTEGRITY_NAMESPACE)
 
-    def process(self, keyed):
-        key, (claim, combined) = keyed
-        self.integrity.inc(f"{self.check}/claims:received", combined)
-        self.integrity.inc(f"{self.check}/owners:sent")
-        yield dedup.claim_page(claim), self.payload(key, dedup.claim_occurrence(claim))
+    def start_bundle(self) -> None:
+        self.table: dict[dedup.PageId, list] = {}
+        self.held = 0
+
+    def process(self, bucket_winners):
+        _, winners = bucket_winners
+        self.integrity.inc(f"{self.check}/claims:received", int(winners["claims"].sum()))
+        self.integrity.inc(f"{self.check}/owners:sent", len(winners))
+        table, payload = self.table, self.payload
+        for page, key, occurrence in claim_blocks.owners(winners):
+            table.setdefault(page, []).append(payload(key, occurrence))
+        self.held += len(winners)
+        if self.held >= BUNDLE_OWNERS:
+            yield from self._emit_table()
+
+    def finish_bundle(self):
+        for keyed in self._emit_table():
+            yield GlobalWindows.windowed_value(keyed)
+
+    def _emit_table(self) -> Iterator[tuple[dedup.PageId, list]]:
+        table, self.table, self.held = self.table, {}, 0
+        return iter(table.items())
 
 
 def _key_by_id(page: Page) -> tuple[dedup.PageId, Page]:
@@ -166,8 +196,9 @@ def _remove_unowned_lines(page: Page, owned: list[tuple[dedup.Key, int]], **opti
 
 
 class _RemoveUnowned(beam.DoFn):
-    """Joined `(page id, {"page": [page], "owned": [payload, ...]})` -> the page after the removal rule (the joined
-    "page" is the prepared page when the transform has a `prepare` step, a payload what `owned_payload` sends)."""
+    """Joined `(page id, {"page": [page], "owned": [[payload, ...], ...]})` -> the page after the removal rule (the
+    joined "page" is the prepared page when the transform has a `prepare` step, a payload what `owned_payload`
+    sends; the owned payloads come in one list per bundle of `_ToOwner`)."""
 
     def __init__(self, remove: Callable[..., Outcome], namespace: str) -> None:
         self.remove = remove
@@ -179,7 +210,7 @@ class _RemoveUnowned(beam.DoFn):
 
     def process(self, joined) -> Iterator[Page]:
         _, groups = joined
-        pages, owned = list(groups["page"]), list(groups["owned"])
+        pages, owned = list(groups["page"]), [payload for payloads in groups["owned"] for payload in payloads]
         self.integrity.inc(f"{self.namespace}/owners:received", len(owned))
         if not pages:  # only reachable if a claim came from elsewhere: nothing to emit
             return
@@ -203,9 +234,11 @@ class _OwnershipDedup(beam.PTransform):
     # What an owned key sends back to its page, from (key, occurrence): only what the remover reads.
     owned_payload: Callable[[dedup.Key, int], Any] = _key_and_occurrence
 
-    def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES) -> None:
+    def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES, buckets: int = DEFAULT_CLAIM_BUCKETS) -> None:
         super().__init__()
-        self.min_num_sentences = min_num_sentences
+        if buckets < 1:
+            raise ValueError(f"claim buckets must be >= 1, got {buckets}")
+        self.min_num_sentences, self.buckets = min_num_sentences, buckets
 
     def remover(self) -> Callable[[Any, list], Outcome]:
         """The per-page removal function of a (prepared) page and the payloads of its owned keys, picklable (a
@@ -220,8 +253,8 @@ class _OwnershipDedup(beam.PTransform):
             key_by_id = _key_prepared_by_id
         owned = (
             pages
-            | "EmitClaims" >> beam.ParDo(_EmitClaims(type(self).claims, self.namespace))
-            | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaim())
+            | "EmitClaims" >> beam.ParDo(_EmitClaims(type(self).claims, self.namespace, self.buckets))
+            | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaims())
             | "ToOwner" >> beam.ParDo(_ToOwner(self.namespace, type(self).owned_payload))
         )
         keyed_pages = pages | "KeyById" >> beam.Map(key_by_id)
@@ -252,8 +285,9 @@ class DedupSentences(_OwnershipDedup):
     prepare = staticmethod(_split_page)
     owned_payload = staticmethod(_occurrence_only)  # the removal keeps windows by occurrence number
 
-    def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES, tfds_1x_quirk: bool = False) -> None:
-        super().__init__(min_num_sentences)
+    def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES, tfds_1x_quirk: bool = False,
+                 buckets: int = DEFAULT_CLAIM_BUCKETS) -> None:
+        super().__init__(min_num_sentences, buckets)
         self.tfds_1x_quirk = tfds_1x_quirk
 
     def remover(self):
@@ -264,12 +298,14 @@ class DedupSentences(_OwnershipDedup):
         )
 
 
-def dedup_transform(mode: str, min_num_sentences: int = MIN_NUM_SENTENCES) -> beam.PTransform | None:
-    """The transform of a `dedup.DEDUP_MODES` mode; None for `none` (skip the stage)."""
+def dedup_transform(mode: str, min_num_sentences: int = MIN_NUM_SENTENCES,
+                    buckets: int = DEFAULT_CLAIM_BUCKETS) -> beam.PTransform | None:
+    """The transform of a `dedup.DEDUP_MODES` mode, its claims in `buckets` key buckets; None for `none` (skip the
+    stage)."""
     if mode == "lines":
-        return DedupLines(min_num_sentences)
+        return DedupLines(min_num_sentences, buckets=buckets)
     if mode == "sentences":
-        return DedupSentences(min_num_sentences)
+        return DedupSentences(min_num_sentences, buckets=buckets)
     if mode == "none":
         return None
     raise ValueError(f"unknown dedup mode {mode!r}; expected one of {dedup.DEDUP_MODES}")

@@ -20,7 +20,7 @@ from c4prep.staged_output import staged_output
 
 from . import c4_rules
 from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
-from .beam_dedup import dedup_transform
+from .beam_dedup import DEFAULT_CLAIM_BUCKETS, claim_buckets, dedup_transform
 from .beam_near_dedup import NearDedup
 from .funnel import Funnel, build_funnel, input_problem_counts
 from .funnel_plot import render_funnel_png, write_funnel_plot
@@ -130,10 +130,19 @@ def check_publishable(funnel: Funnel, config: RunConfig) -> None:
                         "Check --input, or pass --allow-empty to publish an empty corpus")
 
 
+def input_file_count(config: RunConfig, files: list[str]) -> int:
+    """How many input files the job reads: the files `check_inputs` matched, or the paths the path list names."""
+    if not config.path_list:
+        return len(files)
+    with FileSystems.open(config.path_list) as listing:  # decompressed as its name says (wet.paths.gz)
+        return sum(1 for line in listing.read().splitlines() if line.strip())
+
+
 def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str,
-                      input_files: list[str] | None = None):
+                      input_files: list[str] | None = None, claim_buckets: int = DEFAULT_CLAIM_BUCKETS):
     """Apply the variant's stages in the reference order; returns the written shard descriptions. `input_files`
-    replaces the input patterns (see `one_partition_per_file`)."""
+    replaces the input patterns (see `one_partition_per_file`); `claim_buckets` spreads the text dedup's claims
+    (`beam_dedup.claim_buckets` of the input's size)."""
     variant = config.variant
     pages = (
         pipeline
@@ -153,7 +162,7 @@ def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: s
         pages = pages | "JoinWebtextUrls" >> JoinWebtextUrls(variant.webtext_urls)
     if variant.clean and not clean_in_dedup:
         pages = pages | "CleanPage" >> apply_rule(c4_rules.clean_page)
-    text_dedup = dedup_transform(variant.dedup, c4_rules.MIN_NUM_SENTENCES if variant.clean else 0)
+    text_dedup = dedup_transform(variant.dedup, c4_rules.MIN_NUM_SENTENCES if variant.clean else 0, claim_buckets)
     if text_dedup is not None:
         pages = pages | "DedupText" >> text_dedup
     pages = pages | "CheckEnglish" >> apply_rule(c4_rules.check_english)
@@ -210,7 +219,8 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
         input_files, beam_args = files, one_partition_per_file(files, beam_args)
     options = pipeline_options(config.runner, beam_args)
     with job_pipeline(options) as pipeline, staged_output(config.output) as staging:
-        build_c4_pipeline(pipeline, config, staging.uri, input_files)
+        build_c4_pipeline(pipeline, config, staging.uri, input_files,
+                          claim_buckets(input_file_count(config, files)))
         counters = run_to_completion(pipeline, options, progress)
         funnel = build_funnel(counters)
         check_publishable(funnel, config)

@@ -18,8 +18,8 @@ import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from c4prep.beam_runs import INTEGRITY_NAMESPACE, job_pipeline
-from c4prep.pipelines import c4_rules
-from c4prep.pipelines.beam_dedup import DedupLines, DedupSentences, SmallestClaim, dedup_transform
+from c4prep.pipelines import c4_rules, claim_blocks
+from c4prep.pipelines.beam_dedup import DedupLines, DedupSentences, SmallestClaims, dedup_transform
 from c4prep.pipelines.c4_rules import md5_digest, md5_hex, normalize_url
 from c4prep.pipelines.dedup import (
     DEDUP_MODES,
@@ -378,23 +378,62 @@ def test_beam_sentences_split_each_line_once(tmp_path, monkeypatch):
     assert sum(calls.values()) == sum(len(page.text.splitlines()) for page in pages)
 
 
+def _claim_table(claims: list[tuple[bytes, int]]) -> dict[bytes, tuple[int, int]]:
+    """A bundle's `{key: (smallest claim, claims)}` table, as `_EmitClaims` pre-combines it."""
+    table = {}
+    for key, claim in claims:
+        held = table.get(key)
+        table[key] = (claim, 1) if held is None else (smaller_claim(held[0], claim), held[1] + 1)
+    return table
+
+
 def test_claims_and_combiner_are_order_free():
+    """Claim blocks, split over buckets and combined in any grouping and order, give every key its smallest claim
+    and its claim count."""
     rng = random.Random(7)
-    claims = [make_claim(md5_digest(f"u{i}"), rng.randrange(5)) for i in range(200)]
-    smallest = min(claims)
-    combiner = SmallestClaim()
-    for _ in range(20):
+    keys = [md5_digest(f"key{i}") for i in range(40)]
+    claims = [(rng.choice(keys), make_claim(md5_digest(f"u{rng.randrange(60)}"), rng.randrange(5))) for _ in range(600)]
+    expected = {key: (min(c for k, c in claims if k == key), sum(k == key for k, _ in claims))
+                for key in {key for key, _ in claims}}
+    combiner = SmallestClaims()
+    for _ in range(10):
         rng.shuffle(claims)
         cuts = sorted(rng.sample(range(1, len(claims)), 5))
-        parts = [claims[a:b] for a, b in zip([0, *cuts], [*cuts, len(claims)])]
-        accumulators = [combiner.add_inputs(combiner.create_accumulator(), [(claim, 1) for claim in part])
-                        for part in parts]
-        accumulators.append(combiner.create_accumulator())
-        assert combiner.extract_output(combiner.merge_accumulators(accumulators)) == (smallest, len(claims))
+        bundles = [claims[a:b] for a, b in zip([0, *cuts], [*cuts, len(claims)])]
+        by_bucket = {}
+        for bundle in bundles:
+            for bucket, block in claim_blocks.by_bucket(claim_blocks.claim_block(_claim_table(bundle)), 3):
+                by_bucket.setdefault(bucket, []).append(block)
+        combined = {}
+        for bucket, blocks in by_bucket.items():
+            accumulators = [combiner.add_input(combiner.create_accumulator(), block) for block in blocks]
+            merged = combiner.merge_accumulators([combiner.compact(accumulators[0]), *accumulators[1:]])
+            winners = combiner.extract_output(merged)
+            for (page, key, occurrence), count in zip(claim_blocks.owners(winners), winners["claims"].tolist()):
+                assert int.from_bytes(key[:8], "big") % 3 == bucket
+                combined[key] = (make_claim(page, occurrence), count)
+        assert combined == expected
+    assert len(combiner.extract_output(combiner.create_accumulator())) == 0
     assert smaller_claim(None, None) is None
     page = make_page("http://c.example/", "A line.\nB line.\na LINE.")
     assert [(key, claim_page(claim), claim_occurrence(claim)) for key, claim in line_claims(page)] == [
         (line_key("A line."), md5_digest(page.url), 0), (line_key("B line."), md5_digest(page.url), 1)]
+
+
+def test_a_claim_block_keeps_every_digest_byte_and_orders_claims_as_ints():
+    """Keys and page ids with zero bytes at either end survive the block, and rows order as the claims do."""
+    keys = [b"\0" * 15 + b"\1", b"\xff" * 16, b"\1" + b"\0" * 15]
+    pages = [b"\0" * 16, b"\xff" * 16, b"\x80" + b"\0" * 14 + b"\7"]
+    table = {key: (make_claim(page, occurrence), 1) for key, page, occurrence in zip(keys, pages, [0, 2**32 - 1, 7])}
+    block = claim_blocks.claim_block(table)
+    assert list(claim_blocks.owners(block)) == [(page, key, claim_occurrence(table[key][0]))
+                                                for key, page in zip(keys, pages)]
+    same_key = claim_blocks.claim_block({keys[0]: (make_claim(pages[2], 3), 2)})
+    rival = claim_blocks.claim_block({keys[0]: (make_claim(pages[2], 1), 5)})
+    winners = claim_blocks.smallest_claims([block, same_key, rival])
+    assert [(key, occurrence) for _, key, occurrence in claim_blocks.owners(winners)] == [
+        (keys[0], 0), (keys[2], 7), (keys[1], 2**32 - 1)]  # key order; keys[0] keeps the all-zero page's claim
+    assert winners["claims"].tolist() == [8, 1, 1]
 
 
 def test_claims_order_as_tfds_ranks_pages():
