@@ -1,8 +1,9 @@
 """The CS224N A5 handout recipe on one CUDA GPU, timed (a step of benchmarks/gpu_suite.sh).
 
-For each variant (vanilla and synthesizer attention; bf16 and fp32, each eager and with CUDA graphs:
-``trainer.compile=true trainer.compile_mode=reduce-overhead data.pack=false``; bf16 compiled without graphs) the real
-``train`` command runs, as a subprocess, fresh (``resume=never``). The compile options apply to pretraining alone:
+For each variant (vanilla and synthesizer attention; bf16 and fp32, each eager and with CUDA graphs on padded rows:
+``trainer.compile=true trainer.compile_mode=reduce-overhead data.pack=false``; bf16 with CUDA graphs on re-packed rows
+(``-graphs-packed``: about half the positions, in micro-batches of a multiple of 8 rows); bf16 compiled without
+graphs) the real ``train`` command runs, as a subprocess, fresh (``resume=never``). The compile options apply to pretraining alone:
 fine-tuning has 80 steps, too few to repay compiling them.
 
 1. pretraining: ``experiment=cs224n_a5_pretrain`` (650 epochs of span-corrupted wiki.txt, batch 128, lr 6e-3,
@@ -34,8 +35,10 @@ import torch
 from c4prep.training.metrics_log import read_metrics
 
 COMPILED = ["trainer.compile=true"]
-# Launch-bound steps: CUDA graphs replay a step's kernels in one launch, which needs one batch shape (no re-packing).
-GRAPHS = ["trainer.compile=true", "trainer.compile_mode=reduce-overhead", "data.pack=false"]
+# Launch-bound steps: CUDA graphs replay a step's kernels in one launch, recorded once per batch shape: padded rows
+# (one shape), or re-packed rows in micro-batches of a multiple of 8 rows (a few shapes, half the positions).
+GRAPHS_PACKED = ["trainer.compile=true", "trainer.compile_mode=reduce-overhead"]
+GRAPHS = [*GRAPHS_PACKED, "data.pack=false"]
 VARIANTS = {  # name: (model.attention, trainer.precision, further overrides of both phases)
     "vanilla-bf16": ("causal", "bf16", []), "vanilla-fp32": ("causal", "fp32", []),
     "vanilla-bf16-compiled": ("causal", "bf16", COMPILED), "vanilla-bf16-graphs": ("causal", "bf16", GRAPHS),
@@ -43,6 +46,8 @@ VARIANTS = {  # name: (model.attention, trainer.precision, further overrides of 
     "synthesizer-bf16-compiled": ("synthesizer", "bf16", COMPILED),
     "synthesizer-bf16-graphs": ("synthesizer", "bf16", GRAPHS),
     "vanilla-fp32-graphs": ("causal", "fp32", GRAPHS), "synthesizer-fp32-graphs": ("synthesizer", "fp32", GRAPHS),
+    "vanilla-bf16-graphs-packed": ("causal", "bf16", GRAPHS_PACKED),
+    "synthesizer-bf16-graphs-packed": ("synthesizer", "bf16", GRAPHS_PACKED),
 }
 
 

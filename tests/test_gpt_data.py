@@ -83,6 +83,26 @@ def test_repacking_a5_rows_halves_the_positions_and_keeps_every_loss(a5_rows):
     torch.testing.assert_close(packed_loss, padded_loss, rtol=1e-5, atol=1e-3)
 
 
+def test_repacked_batches_for_cuda_graphs_come_in_multiples_of_8_rows_with_the_same_losses(a5_rows):
+    source = RowSet(a5_rows, len(a5_rows), "a5")
+    plan = BatchPlan(source.size, 128, 1, 128, seed=0, drop_last=False)
+    packed = RowBatches(source, plan, 0, num_steps=12, pack_length=127)
+    for_graphs = RowBatches(source, plan, 0, num_steps=12, pack_length=127, packed_row_multiple=8)
+    torch.manual_seed(0)
+    model = GPT(gpt_config("gpt_a5", 256, n_layer=1, dropout=0.0)).eval()
+    shapes, graph_shapes = set(), set()
+    for batch, graph_batch in zip(packed, for_graphs):
+        shapes.add(len(batch["input_tokens"]))
+        graph_shapes.add(len(graph_batch["input_tokens"]))
+        assert len(graph_batch["input_tokens"]) % 8 == 0 and len(graph_batch["input_tokens"]) < 128
+        assert not graph_batch["loss_weights"][len(batch["input_tokens"]):].any()  # the added rows are empty
+        loss, count = DecoderLoss().loss(model, batch)
+        graph_loss, graph_count = DecoderLoss().loss(model, graph_batch)
+        assert graph_count == count
+        torch.testing.assert_close(graph_loss, loss, rtol=1e-5, atol=1e-3)
+    assert len(graph_shapes) < len(shapes)
+
+
 def test_shakespeare_windows_cover_the_split(shared_data):
     text = (shared_data / "tinyshakespeare" / "input.txt").read_text()
     train, validation, vocab = char_text_splits(text, block_size=64)

@@ -50,7 +50,7 @@ def test_compile_mode_reaches_torch_compile(tmp_path, monkeypatch):
     graphs = gpt_trainer(tmp_path / "graphs", "trainer.compile=true", "trainer.compile_mode=reduce-overhead")
     default = gpt_trainer(tmp_path / "default", "trainer.compile=true")
     assert modes == ["reduce-overhead", None]
-    assert graphs.cuda_graphs and not default.cuda_graphs  # only CUDA graphs mark each step's start
+    assert graphs.settings.cuda_graphs and not default.settings.cuda_graphs  # only CUDA graphs mark each step's start
 
 
 @pytest.mark.parametrize("overrides, message", [

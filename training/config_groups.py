@@ -65,6 +65,11 @@ class TrainerConfig:
         if self.grad_clip < 0:
             raise TrainConfigError(f"trainer.grad_clip must be >= 0 (0 disables clipping), got {self.grad_clip}")
 
+    @property
+    def cuda_graphs(self) -> bool:
+        """Whether the compiled forward passes replay CUDA graphs (recorded once per batch shape, on CUDA)."""
+        return self.compile and self.compile_mode in CUDA_GRAPH_MODES
+
 
 # ------------------------------------------------------------------------------------------------- model
 def _schema_type(annotation: Any) -> Any:

@@ -7,7 +7,7 @@ a 2-process run equals a 1-process run with the same global batch.
 
 Speed options: ``trainer.compile`` runs the training forward passes through ``torch.compile`` (the model itself,
 its checkpoints and validation stay eager), in ``trainer.compile_mode`` (``reduce-overhead`` replays CUDA graphs,
-which needs batches of one shape, e.g. ``data.pack=false``). On CUDA only: TF32 matmuls for fp32 work
+recorded once per batch shape: re-packed micro-batches then come in multiples of 8 rows). On CUDA only: TF32 matmuls for fp32 work
 (``trainer.tf32``), torch's AdamW with its fused kernel (:func:`.optim.use_fused_kernel`), and batches copied
 without blocking from the memory the data loader pins (``make_loader``). On the CPU every run is what it was
 without them.
@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from .checkpoint import CheckpointError, rng_state, save_checkpoint, set_rng_state
-from .config_groups import CUDA_GRAPH_MODES, TrainerConfig
+from .config_groups import TrainerConfig
 from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier
 from .metrics_log import MetricsLogger
 from .optim import use_fused_kernel
@@ -95,7 +95,6 @@ class Trainer:
         module = self.ddp or self.model
         mode = None if self.settings.compile_mode == "default" else self.settings.compile_mode
         self.forward_module = torch.compile(module, mode=mode) if self.settings.compile else module
-        self.cuda_graphs = self.settings.compile and mode in CUDA_GRAPH_MODES
         if self.device.type == "cuda":
             torch.set_float32_matmul_precision("high" if self.settings.tf32 else "highest")
             use_fused_kernel(self.optimizer)  # a fresh optimizer; a resumed one keeps its checkpoint's setting
@@ -181,7 +180,7 @@ class Trainer:
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         for index, batch in enumerate(micro_batches):
             last = index == len(micro_batches) - 1
-            if self.cuda_graphs:  # a new step: the graphs may overwrite the previous step's outputs
+            if self.settings.cuda_graphs:  # a new step: the graphs may overwrite the previous step's outputs
                 torch.compiler.cudagraph_mark_step_begin()
             with (nullcontext() if last or self.ddp is None else self.ddp.no_sync()), self._autocast():
                 micro_loss, _ = self.batch_loss.loss(module, batch)

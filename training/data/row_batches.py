@@ -38,25 +38,36 @@ class RowSet:
         return self.rows(i, epoch)
 
 
+def with_empty_rows(rows: list[dict[str, np.ndarray]], multiple: int) -> list[dict[str, np.ndarray]]:
+    """``rows`` followed by all-zero rows of the same shape (no segment, no weighted target) up to a multiple of
+    ``multiple`` rows: they add nothing to a loss, and re-packed micro-batches then come in a few shapes only."""
+    empty = {name: np.zeros_like(array) for name, array in rows[0].items()}
+    return rows + [empty] * (-len(rows) % multiple)
+
+
 class RowBatches(MicroBatchStream):
     """This rank's micro-batches of ``source`` following ``plan``; with ``pack_length`` the padded decoder rows of a
-    micro-batch are re-packed without their padding (:func:`pack_padded_rows`: fewer, fuller rows). The fingerprint
-    covers the source, seed, G and drop_last (not W, M or workers)."""
+    micro-batch are re-packed without their padding (:func:`pack_padded_rows`: fewer, fuller rows), and completed
+    with empty rows to a multiple of ``packed_row_multiple`` rows (:func:`with_empty_rows`). The fingerprint covers
+    the source, seed, G and drop_last (not W, M, workers or the packing)."""
 
     def __init__(self, source: RowSource, plan: BatchPlan, rank: int, start_step: int = 0,
-                 num_steps: int | None = None, pack_length: int | None = None) -> None:
+                 num_steps: int | None = None, pack_length: int | None = None, packed_row_multiple: int = 1) -> None:
         if plan.num_samples != source.size:
             raise TokenDataError(f"the batch plan has {plan.num_samples} samples but the source has {source.size}: "
                                  "build the plan with num_samples=source.size")
         fingerprint = stream_fingerprint(source.fingerprint, plan.seed, plan.global_batch_size, plan.drop_last)
         super().__init__(plan.grad_accum, plan.world_size, rank, fingerprint, start_step, num_steps)
-        self.source, self.plan, self.pack_length = source, plan, pack_length
+        self.source, self.plan = source, plan
+        self.pack_length, self.packed_row_multiple = pack_length, packed_row_multiple
 
     def micro_batch(self, step: int, micro: int) -> dict[str, torch.Tensor]:
         epoch = self.plan.epoch_of(step)
         items = self.plan.micro_batch_samples(step, self.rank, micro)
         rows = [self.source.row(int(item), epoch) for item in items]
-        return collate_rows(pack_padded_rows(rows, self.pack_length) if self.pack_length else rows)
+        if self.pack_length:
+            rows = with_empty_rows(pack_padded_rows(rows, self.pack_length), self.packed_row_multiple)
+        return collate_rows(rows)
 
 
 def row_set_eval_batches(source: RowSource, rank: int, world_size: int, micro_batch_size: int,

@@ -26,6 +26,8 @@ from ..trainer import BatchLoss, Trainer
 from .data_setup import TrainingData
 from .model_setup import initial_model
 
+PACKED_ROW_MULTIPLE_FOR_GRAPHS = 8
+
 log = logging.getLogger(__name__)
 
 
@@ -107,7 +109,9 @@ def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSource, validat
     settings = ctx.settings
     plan = BatchPlan(train.size, settings.global_batch_size, ctx.env.world_size, settings.micro_batch_size,
                      seed=cfg.seed, drop_last=drop_last)
-    stream = RowBatches(train, plan, ctx.env.rank, pack_length=pack_length)
+    # CUDA graphs are recorded once per batch shape: re-packed micro-batches then come in a few row counts
+    packed_row_multiple = PACKED_ROW_MULTIPLE_FOR_GRAPHS if settings.cuda_graphs else 1
+    stream = RowBatches(train, plan, ctx.env.rank, pack_length=pack_length, packed_row_multiple=packed_row_multiple)
     optimizer, scheduler = optimization_from_config(cfg, model)
 
     def train_batches(start_step: int):
