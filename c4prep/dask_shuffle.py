@@ -1,4 +1,5 @@
-"""How Beam's DaskRunner groups (`GroupByKey`): Dask's task shuffle in memory, or its disk shuffle (`--dask_shuffle`).
+"""How Beam's DaskRunner groups (`GroupByKey`): Dask's task shuffle in memory, or its disk shuffle (`--dask_shuffle`;
+the default, ``auto``, is the disk shuffle where every worker shares its folder, else the task shuffle).
 
 Beam's DaskRunner turns every `GroupByKey` into a Dask bag `groupby`, and Dask picks the method from its
 ``dataframe.shuffle.method`` setting where the graph is built (the driver):
@@ -18,6 +19,7 @@ Beam's DaskRunner turns every `GroupByKey` into a Dask bag `groupby`, and Dask p
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -34,7 +36,8 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from c4prep.patches import replaced
 from c4prep.runner_results import RunnerSetupError
 
-SHUFFLES = ("tasks", "disk")
+LOGGER = logging.getLogger(__name__)
+SHUFFLES = ("auto", "tasks", "disk")
 KEEP_FILES_PLUGIN = "c4prep-keep-shuffle-files"
 _DASK_PARTITION = dask.bag.core.partition
 
@@ -44,9 +47,10 @@ class DaskShuffleOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
-        parser.add_argument("--dask_shuffle", choices=SHUFFLES, default="tasks",
-                            help="How the DaskRunner groups: 'tasks' (in memory) or 'disk' (bounded memory; every "
-                                 "worker must share Dask's temporary directory)")
+        parser.add_argument("--dask_shuffle", choices=SHUFFLES, default="auto",
+                            help="How the DaskRunner groups: 'tasks' (in memory), 'disk' (bounded memory; every "
+                                 "worker must share Dask's temporary directory) or 'auto' (disk where every worker "
+                                 "shares it, else tasks)")
 
 
 def _make_folder(base: str | None, name: str) -> str:
@@ -120,6 +124,10 @@ def partition_in_one_block(grouper, sequence, npartitions, p, nelements=2**20):
     return p
 
 
+class FolderNotShared(RunnerSetupError):
+    """The workers cannot share a disk shuffle's folder (the message says why and what to set)."""
+
+
 def shared_shuffle_folder(client) -> tuple[str, str]:
     """A new folder for one job's disk shuffle, made by one worker of `client`'s cluster under Dask's
     ``temporary_directory`` (as this process reads it) or that worker's system temporary folder: `(its path, the
@@ -133,13 +141,13 @@ def shared_shuffle_folder(client) -> tuple[str, str]:
     try:
         folder = client.run(_make_folder, base, f"c4prep-shuffle-{uuid.uuid4().hex}", workers=[maker])[maker]
     except OSError as error:
-        raise RunnerSetupError(f"--dask_shuffle=disk: a Dask worker cannot write its shuffle files ({error}); set "
+        raise FolderNotShared(f"--dask_shuffle=disk: a Dask worker cannot write its shuffle files ({error}); set "
                                "Dask's temporary_directory to a writable folder every worker shares, or use "
                                "--dask_shuffle=tasks") from None
     blind = [worker for worker, sees in client.run(_sees_probe, folder).items() if not sees]
     if blind:
         client.run(_remove_folder, folder, workers=[maker])
-        raise RunnerSetupError(f"--dask_shuffle=disk needs one folder every Dask worker shares, but {len(blind)} of "
+        raise FolderNotShared(f"--dask_shuffle=disk needs one folder every Dask worker shares, but {len(blind)} of "
                                f"{len(workers)} workers do not see {os.path.dirname(folder)}: set Dask's "
                                "temporary_directory to a shared filesystem, or use --dask_shuffle=tasks")
     return folder, maker
@@ -148,13 +156,21 @@ def shared_shuffle_folder(client) -> tuple[str, str]:
 @contextmanager
 def dask_shuffle(client, shuffle: str) -> Iterator[dict]:
     """For one job on `client`'s cluster: yields the Dask settings to build its graph with, so that its
-    `GroupByKey`s use `shuffle` (a `SHUFFLES` name). For ``disk``, the job gets its own shuffle folder, checked to be
-    shared (`shared_shuffle_folder`), kept whole while the block runs (`KeepShuffleFiles`) and removed after it, and
-    graphs built in the block append with `partition_in_one_block`."""
-    if shuffle != "disk":
-        yield {"dataframe.shuffle.method": shuffle}
+    `GroupByKey`s use `shuffle` (a `SHUFFLES` name; ``auto`` is ``disk`` where every worker shares the folder, else
+    ``tasks``, said in the log). For ``disk``, the job gets its own shuffle folder, checked to be shared
+    (`shared_shuffle_folder`), kept whole while the block runs (`KeepShuffleFiles`) and removed after it, and graphs
+    built in the block append with `partition_in_one_block`."""
+    folder = None
+    if shuffle != "tasks":
+        try:
+            folder, _ = shared_shuffle_folder(client)
+        except FolderNotShared as refusal:
+            if shuffle == "disk":
+                raise
+            LOGGER.warning("--dask_shuffle=auto: Dask's task shuffle, in memory, as %s", refusal)
+    if folder is None:
+        yield {"dataframe.shuffle.method": "tasks"}
         return
-    folder, _ = shared_shuffle_folder(client)
     client.register_plugin(KeepShuffleFiles(), name=KEEP_FILES_PLUGIN)
     try:
         with replaced((dask.bag.core, "partition", partition_in_one_block)):

@@ -114,8 +114,9 @@ def check_publishable(funnel: Funnel, config: RunConfig) -> None:
             f"data went missing between pipeline steps on the {config.runner} runner ({'; '.join(funnel.losses)}), "
             f"so nothing was written to {config.output}. This is a runner fault, not an input problem: run again, "
             "and with the DirectRunner use fewer --direct_num_workers (its multi_processing mode lost a whole "
-            "worker's share of a stage at 20 workers in c4prep's tests); on Dask with --dask_shuffle=disk, a worker "
-            "lost during a shuffle has its share counted twice (--dask_shuffle=tasks recovers from it).")
+            "worker's share of a stage at 20 workers in c4prep's tests); on Dask's disk shuffle (--dask_shuffle=disk, "
+            "or auto where the workers share a folder), a worker lost during a shuffle has its share counted twice "
+            "(--dask_shuffle=tasks recovers from it).")
     if funnel.pages_out or config.allow_empty:
         return
     problems = input_problem_counts(funnel) or "none"

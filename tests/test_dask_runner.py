@@ -330,6 +330,24 @@ def test_disk_shuffle_refuses_workers_that_do_not_share_its_folder(tmp_path):
     assert Path(folder).parent == shared and Path(folder).name.startswith("c4prep-shuffle-") and maker == "tcp://a:1"
 
 
+def test_auto_shuffle_is_the_task_shuffle_where_workers_do_not_share_a_folder(tmp_path, caplog):
+    import dask
+
+    from c4prep.dask_shuffle import dask_shuffle
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    apart = _TwoHostClient(str(tmp_path / "other-machine"))
+    with dask.config.set({"temporary_directory": str(shared)}):
+        with dask_shuffle(apart, "auto") as settings:
+            assert settings == {"dataframe.shuffle.method": "tasks"}
+        with pytest.raises(RunnerSetupError, match="needs one folder every Dask worker shares"), \
+                dask_shuffle(apart, "disk"):
+            pass
+    assert "--dask_shuffle=auto: Dask's task shuffle, in memory, as --dask_shuffle=disk needs one folder" in caplog.text
+    assert list(shared.iterdir()) == []
+
+
 def test_a_freed_shuffle_handle_keeps_its_files_while_the_plugin_is_on(tmp_path):
     """partd deletes a disk shuffle's folder when its creating handle is freed, which Dask may do mid-shuffle."""
     import gc

@@ -48,7 +48,7 @@ def test_a_typo_in_an_option_is_refused_with_a_suggestion(command, tmp_path, mon
 
 @pytest.mark.parametrize("option, line", [
     ("--direct_num_workers=two", "Error: argument --direct_num_workers: invalid int value: 'two'"),
-    ("--dask_shuffle=memory", "Error: argument --dask_shuffle: invalid choice: 'memory' (choose from 'tasks', 'disk')"),
+    ("--dask_shuffle=memory", "Error: argument --dask_shuffle: invalid choice: 'memory' (choose from 'auto', 'tasks', 'disk')"),
 ])
 def test_a_value_beam_refuses_is_one_line(option, line, tmp_path):
     assert _one_line_error(_invoke("run", option, "--output", str(tmp_path / "out"))) == \
