@@ -26,11 +26,11 @@ Mode ``shuffle`` keys the pages by URL and groups them (``GroupByKey``) without 
 ownership dedup needs to join its decisions back to the pages, so its memory is the runner's own cost. The dedup
 modes' memory above it is what the dedup adds.
 
-Mode ``lines-in-place`` is line dedup with the page text kept in place (`lines_in_place`): only hashes and ids cross
-its two shuffles, the claims and then each key's owner to the chunk its page came from, and each chunk's pages are
-built again to apply their owners. Same pages out and counters as ``lines``. Mode ``lines-in-place-packed`` also
-packs claims and owners into numpy blocks (`lines_in_place_packed`), so its shuffles carry chunks x ``BUCKETS``
-elements instead of one per key.
+Mode ``lines-in-place-packed`` is line dedup with the page text kept in place (`lines_in_place_packed`): only
+hashes and ids cross its two shuffles, packed into numpy blocks (the claims per key bucket, then each key's owner to
+the chunk its page came from), and each chunk's pages are built again to apply their owners. Same pages out and
+counters as ``lines``. (Its unpacked sibling ``lines-in-place``, measured in the fourth session, sent one element per
+key to the combiner `DedupLines` then had; it went when `DedupLines` began sending claim blocks itself.)
 
 ``--pages-per-worker K`` scales the DirectRunner out with the data instead (weak scaling): ``ceil(N / K)`` SDK worker
 processes, so every worker's bundle holds about K pages whatever N, as a distributed runner's autoscaling keeps
@@ -248,30 +248,6 @@ def apply_owners(pages: int, owned_rows):
     return beam.ParDo(ApplyOwners())
 
 
-def lines_in_place(pages: int):
-    """Line dedup with the page text kept in place, the shape RESULTS.md proposes for bounded memory: chunk starts
-    in; only hashes and ids cross the two shuffles (claims to the same combiner as `DedupLines`, then each key's owner
-    to the chunk its page came from); each chunk's pages are built again and their owned lines applied with
-    `dedup.remove_unowned_lines`. Pages out, and their counters (namespace `dedupe-lines`), as `DedupLines`'s."""
-    import apache_beam as beam
-
-    from c4prep.pipelines import dedup
-    from c4prep.pipelines.beam_dedup import SmallestClaim
-
-    def claims(start: int):
-        for page in chunk_pages(start, pages):
-            for key, claim in dedup.line_claims(page):
-                yield key, ((claim, start), 1)  # a counted claim; distinct per page, so the chunk never decides
-
-    def to_chunk(keyed):
-        key, ((claim, start), _) = keyed
-        yield start, (dedup.claim_page(claim), key, dedup.claim_occurrence(claim))
-
-    return (beam.FlatMap(claims) | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaim())
-            | "ToChunk" >> beam.FlatMap(to_chunk) | "OwnersByChunk" >> beam.GroupByKey()
-            | "ApplyOwners" >> apply_owners(pages, iter))
-
-
 BUCKETS = 64  # key buckets of lines-in-place-packed: its claim shuffle carries chunks x BUCKETS blocks
 
 
@@ -298,8 +274,9 @@ def _first_per_key(keys, pages, occurrences, chunks):
 
 
 def lines_in_place_packed(pages: int):
-    """`lines_in_place` with claims and owners packed into numpy blocks: each chunk sends one block of its smallest
-    claims per key bucket, each bucket keeps the smallest claim per key and sends one block of owners per chunk."""
+    """Line dedup with the text kept in place and claims and owners packed into numpy blocks: each chunk sends one
+    block of its smallest claims per key bucket, each bucket keeps the smallest claim per key and sends one block of
+    owners per chunk, and each chunk's pages are built again and their owned lines applied."""
     import apache_beam as beam
     import numpy as np
 
@@ -352,7 +329,6 @@ def run_one(pages: int, mode: str, workers: int, check: bool, runner: str, dask_
     transform, namespace = {"lines": (DedupLines, dedup.LINES_NAMESPACE),
                             "sentences": (DedupSentences, dedup.SENTENCES_NAMESPACE),
                             "shuffle": (shuffle_only, NAMESPACE),
-                            "lines-in-place": (lambda: lines_in_place(pages), dedup.LINES_NAMESPACE),
                             "lines-in-place-packed": (lambda: lines_in_place_packed(pages),
                                                       dedup.LINES_NAMESPACE)}[mode]
     cluster, partitions = None, dask_partitions or -(-pages // CHUNK)
@@ -420,8 +396,7 @@ def worker_memory(peaks: list[float]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--modes", nargs="+", choices=("lines", "sentences", "shuffle", "lines-in-place",
-                                                       "lines-in-place-packed"),
+    parser.add_argument("--modes", nargs="+", choices=("lines", "sentences", "shuffle", "lines-in-place-packed"),
                         default=["lines", "sentences", "shuffle"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pages-per-worker", type=int,
