@@ -53,6 +53,23 @@ def test_compile_mode_reaches_torch_compile(tmp_path, monkeypatch):
     assert graphs.settings.cuda_graphs and not default.settings.cuda_graphs  # only CUDA graphs mark each step's start
 
 
+@pytest.mark.parametrize("mode, multiple", [("default", 1), ("reduce-overhead", 8)])
+def test_a5_pretraining_with_cuda_graphs_gets_micro_batches_of_a_multiple_of_8_rows(tmp_path, shared_data, mode,
+                                                                                    multiple):
+    """Re-packed A5 rows come in a few shapes when the forward passes replay CUDA graphs (one graph per shape)."""
+    from c4prep.training.experiments.cs224n_a5.stages import char_corruption_corpus
+    from c4prep.training.stages.run import rows_pretrain_trainer, start_run
+
+    cfg = load_config(["experiment=cs224n_a5_pretrain", f"data.corpus={shared_data / 'cs224n_a5' / 'wiki.txt'}",
+                       "trainer.compile=true", f"trainer.compile_mode={mode}", "trainer.device=cpu",
+                       "trainer.num_workers=0", "trainer.progress=false", "trainer.tensorboard=false",
+                       f"output_dir={tmp_path}", "resume=never"])
+    trainer = rows_pretrain_trainer(cfg, start_run(cfg), char_corruption_corpus(cfg))
+    rows = [len(batch["input_tokens"]) for _, batch in zip(range(6), trainer.train_batches(0))]
+    assert all(count % multiple == 0 for count in rows) and all(count < 128 for count in rows)
+    assert multiple == 8 or any(count % 8 for count in rows)  # without graphs, the packed count is left as it is
+
+
 @pytest.mark.parametrize("overrides, message", [
     (["trainer.compile_mode=reduce-overhead"], "trainer.compile_mode=reduce-overhead needs trainer.compile=true"),
     (["trainer.compile=true", "trainer.compile_mode=fast"], "trainer.compile_mode"),
