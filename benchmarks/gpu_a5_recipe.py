@@ -3,7 +3,7 @@
 For each variant (vanilla and synthesizer attention; bf16 and fp32, each eager and with CUDA graphs on padded rows:
 ``trainer.compile=true trainer.compile_mode=reduce-overhead data.pack=false``; bf16 with CUDA graphs on re-packed rows
 (``-graphs-packed``: about half the positions, in micro-batches of a multiple of 8 rows); bf16 compiled without
-graphs) the real ``train`` command runs, as a subprocess, fresh (``resume=never``). The compile options apply to pretraining alone:
+graphs) the real ``train`` command runs, as a subprocess, fresh (``resume=never``), with 4 data-loader processes. The compile options apply to pretraining alone:
 fine-tuning has 80 steps, too few to repay compiling them.
 
 1. pretraining: ``experiment=cs224n_a5_pretrain`` (650 epochs of span-corrupted wiki.txt, batch 128, lr 6e-3,
@@ -35,6 +35,9 @@ import torch
 from c4prep.training.metrics_log import read_metrics
 
 COMPILED = ["trainer.compile=true"]
+# Data loader processes: one left the seventh session's vanilla run waiting for data 24 % of a step (a re-packed
+# micro-batch takes 3.4 ms to build on the 2-core CI machine); the batches do not depend on the worker count.
+LOADER_WORKERS = 4
 # Launch-bound steps: CUDA graphs replay a step's kernels in one launch, recorded once per batch shape: padded rows
 # (one shape), or re-packed rows in micro-batches of a multiple of 8 rows (a few shapes, half the positions).
 GRAPHS_PACKED = ["trainer.compile=true", "trainer.compile_mode=reduce-overhead"]
@@ -55,6 +58,7 @@ def train(*overrides: str) -> dict[str, Any]:
     """One `train` subprocess on the GPU: exit code, wall seconds, its JSON summary (empty on failure)."""
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "c4prep.training.cli", *overrides, "trainer.device=cuda",
+                             f"trainer.num_workers={LOADER_WORKERS}",
                              "trainer.progress=false", "trainer.tensorboard=false", "resume=never"],
                             capture_output=True, text=True)
     lines = result.stdout.strip().splitlines()
