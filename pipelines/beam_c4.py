@@ -5,9 +5,10 @@ counters into Beam metrics (namespace and name as in TFDS) so that the driver ca
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -77,28 +78,37 @@ class _ReadFile(beam.DoFn):
                 yield item
 
 
-class ApplyRule(beam.DoFn):
-    """Run one rule on each element: pass on what it keeps, bump the counters it names."""
+RuleStep = tuple[Callable[[Any], c4_rules.Outcome], str]  # a rule on one argument, and its counter namespace
 
-    def __init__(self, rule: Callable[..., c4_rules.Outcome], namespace: str, **rule_args) -> None:
-        self.rule = rule
-        self.namespace = namespace
-        self.rule_args = rule_args
+
+class ApplyRules(beam.DoFn):
+    """Run rules in order on each element: pass on what the last keeps, bump the counters each names under its
+    namespace. A rule that drops the element ends its run, so later rules count only what reached them, as if each
+    rule were its own step; one step instead of several spares a runner its per-step work on every element."""
+
+    def __init__(self, steps: Sequence[RuleStep]) -> None:
+        self.steps = list(steps)
 
     def setup(self) -> None:
-        self.counters = CounterCache(self.namespace)
+        self.counters = {namespace: CounterCache(namespace) for _, namespace in self.steps}
 
     def process(self, element) -> Iterator[Page]:
-        outcome = self.rule(element, **self.rule_args)
-        for name, value in outcome.counters.items():
-            self.counters.inc(name, value)
-        if outcome.page is not None:
-            yield outcome.page
+        for rule, namespace in self.steps:
+            outcome = rule(element)
+            counters = self.counters[namespace]
+            for name, value in outcome.counters.items():
+                counters.inc(name, value)
+            if outcome.page is None:
+                return
+            element = outcome.page
+        yield element
 
 
-def apply_rule(rule: Callable[..., c4_rules.Outcome], **rule_args) -> beam.ParDo:
-    """A ParDo running `rule` (with fixed keyword arguments) under its TFDS counter namespace."""
-    return beam.ParDo(ApplyRule(rule, c4_rules.NAMESPACES[rule.__name__], **rule_args))
+def apply_rules(*rules: Callable[..., c4_rules.Outcome]) -> beam.ParDo:
+    """One ParDo running `rules` in order (`ApplyRules`), each a `c4_rules` rule or a `functools.partial` of one
+    (fixed keyword arguments), under its TFDS counter namespace."""
+    return beam.ParDo(ApplyRules([(rule, c4_rules.NAMESPACES[getattr(rule, "func", rule).__name__])
+                                  for rule in rules]))
 
 
 class _Newest(beam.CombineFn):
@@ -121,15 +131,28 @@ class _Newest(beam.CombineFn):
 
 
 class _CountUrlDuplicates(beam.DoFn):
+    """The winner of each URL, its duplicates counted; with `cleaned`, the winner's payload is its cleaning outcome:
+    its counters are counted under clean_page's namespace and its page passed on if kept."""
+
+    def __init__(self, cleaned: bool) -> None:
+        self.cleaned = cleaned
+
     def setup(self) -> None:
         self.counters = CounterCache("duplicate-url-filter")
+        self.cleaning = CounterCache(c4_rules.NAMESPACES["clean_page"])
 
     def process(self, keyed_best):
         _, ((_, payload), count) = keyed_best
         self.counters.inc("passed")
         if count > 1:
             self.counters.inc("filtered", count - 1)
-        yield payload
+        if not self.cleaned:
+            yield payload
+            return
+        for name, value in payload.counters.items():
+            self.cleaning.inc(name, value)
+        if payload.page is not None:
+            yield payload.page
 
 
 class DedupUrls(beam.PTransform):
@@ -148,16 +171,12 @@ class DedupUrls(beam.PTransform):
 
     def expand(self, pages):
         payload = c4_rules.clean_page if self.clean else _unchanged
-        winners = (
+        return (
             pages
-            | "KeyByUrl" >> beam.Map(_keyed_by_url, payload=payload)
+            | "KeyByUrl" >> beam.Map(functools.partial(_keyed_by_url, payload=payload))
             | "NewestPerUrl" >> beam.CombinePerKey(_Newest())
-            | "CountDuplicates" >> beam.ParDo(_CountUrlDuplicates())
+            | "CountDuplicates" >> beam.ParDo(_CountUrlDuplicates(cleaned=self.clean))
         )
-        if not self.clean:
-            return winners
-        # the winner's cleaning outcome: its counters under clean_page's namespace, its page if kept
-        return winners | "CleanPage" >> beam.ParDo(ApplyRule(_unchanged, c4_rules.NAMESPACES["clean_page"]))
 
 
 def _keyed_by_url(page: Page, payload: Callable[[Page], Any]) -> tuple[str, tuple[tuple, Any]]:
@@ -188,7 +207,7 @@ class JoinWebtextUrls(beam.PTransform):
         return (
             {"pages": keyed_pages, "listed": listed}
             | "JoinOnUrl" >> beam.CoGroupByKey()
-            | "KeepListed" >> beam.ParDo(ApplyRule(_join_listed, c4_rules.NAMESPACES["join_webtext_urls"]))
+            | "KeepListed" >> beam.ParDo(ApplyRules([(_join_listed, c4_rules.NAMESPACES["join_webtext_urls"])]))
         )
 
 
@@ -242,21 +261,25 @@ class WriteDocumentShards(beam.PTransform):
         self.shard_format = shard_format
 
     def expand(self, pages):
-        rows = pages | "ToRow" >> beam.Map(
-            lambda page: (c4_rules.split_for_url(page.normalized_url), document_row(page)))
         if self.num_shards is None:
+            rows = pages | "ToRow" >> beam.Map(_split_row)
             shard_counts = (
                 rows
                 | "RowSize" >> beam.Map(lambda split_row: (split_row[0], (_row_bytes(split_row[1]), 1)))
                 | "SplitSize" >> beam.CombinePerKey(_sum_pairs)
                 | "ShardCount" >> beam.MapTuple(lambda split, size: (split, num_shards_for(*size)))
             )
-            counts = beam.pvalue.AsDict(shard_counts)
-        else:  # a plain argument, not a side input: Beam's DaskRunner computes a side input inside every task
+            keyed = rows | "AssignShard" >> beam.Map(_assign_shard, counts=beam.pvalue.AsDict(shard_counts))
+        else:  # the counts as a plain argument, not a side input: Beam's DaskRunner computes a side input inside
+            # every task; the page becomes its row in the same step
             counts = {split: self.num_shards for split in SPLITS}
-        keyed = rows | "AssignShard" >> beam.Map(_assign_shard, counts=counts)
+            keyed = pages | "AssignShard" >> beam.Map(lambda page: _assign_shard(_split_row(page), counts))
         return (keyed | "GroupShards" >> beam.GroupByKey()
                 | "WriteShard" >> beam.ParDo(_WriteShard(self.staging_dir, self.shard_format)))
+
+
+def _split_row(page: Page) -> tuple[str, dict]:
+    return c4_rules.split_for_url(page.normalized_url), document_row(page)
 
 
 def _assign_shard(split_row: tuple[str, dict], counts: dict[str, int]) -> tuple[tuple[str, int, int], dict]:

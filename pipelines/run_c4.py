@@ -1,6 +1,7 @@
 """Driver of the C4 pipeline: check the inputs, build and run the Beam job, commit shards and manifest."""
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -19,7 +20,7 @@ from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, wri
 from c4prep.staged_output import staged_output
 
 from . import c4_rules
-from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rule
+from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rules
 from .beam_dedup import DEFAULT_CLAIM_BUCKETS, claim_buckets, dedup_transform
 from .beam_near_dedup import NearDedup
 from .funnel import Funnel, build_funnel, input_problem_counts
@@ -145,30 +146,29 @@ def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: s
     replaces the input patterns (see `one_partition_per_file`); `claim_buckets` spreads the text dedup's claims
     (`beam_dedup.claim_buckets` of the input's size)."""
     variant = config.variant
+    page_rules = [c4_rules.parse_record, c4_rules.check_length]
+    if variant.realnews_domains:
+        path = None if variant.realnews_domains == BUNDLED else variant.realnews_domains
+        page_rules.append(functools.partial(c4_rules.check_realnews_domain,
+                                            allowed=c4_rules.load_realnews_domains(path)))
     pages = (
         pipeline
         | "ReadInput" >> ReadInputFiles(input_files or expand_folders(config.inputs), config.path_list,
                                         config.path_prefix)
-        | "ParseRecord" >> apply_rule(c4_rules.parse_record)
-        | "CheckLength" >> apply_rule(c4_rules.check_length)
+        | "PageRules" >> apply_rules(*page_rules)
     )
-    if variant.realnews_domains:
-        path = None if variant.realnews_domains == BUNDLED else variant.realnews_domains
-        domains = c4_rules.load_realnews_domains(path)
-        pages = pages | "CheckRealnewsDomain" >> apply_rule(c4_rules.check_realnews_domain, allowed=domains)
     # Cleaning rides in the URL dedup's shuffle unless the WebText join must come between them.
     clean_in_dedup = variant.clean and not variant.webtext_filter
     pages = pages | "DedupUrls" >> DedupUrls(clean=clean_in_dedup)
     if variant.webtext_filter:
         pages = pages | "JoinWebtextUrls" >> JoinWebtextUrls(variant.webtext_urls)
     if variant.clean and not clean_in_dedup:
-        pages = pages | "CleanPage" >> apply_rule(c4_rules.clean_page)
+        pages = pages | "CleanPage" >> apply_rules(c4_rules.clean_page)
     text_dedup = dedup_transform(variant.dedup, c4_rules.MIN_NUM_SENTENCES if variant.clean else 0, claim_buckets)
     if text_dedup is not None:
         pages = pages | "DedupText" >> text_dedup
-    pages = pages | "CheckEnglish" >> apply_rule(c4_rules.check_english)
-    if variant.badwords:
-        pages = pages | "CheckBadwords" >> apply_rule(c4_rules.check_badwords)
+    pages = pages | "TextRules" >> apply_rules(c4_rules.check_english,
+                                               *([c4_rules.check_badwords] if variant.badwords else []))
     if variant.near_dedup:  # last, so that every near-duplicate cluster keeps a page that is really published
         pages = pages | "NearDedup" >> NearDedup(variant.near_dedup_params)
     return pages | "WriteShards" >> WriteDocumentShards(staging_dir, config.num_shards, config.format)
