@@ -97,6 +97,29 @@ def test_counters_reconcile(sample_run):
     assert funnel.lines["out"] == sum(text.count("\n") + 1 for text in _all_texts(sample_run[0]))
 
 
+def _keep_even(number: int) -> c4_rules.Outcome:
+    return c4_rules.Outcome(number if number % 2 == 0 else None, {"passed" if number % 2 == 0 else "filtered:odd": 1})
+
+
+def _keep_small(number: int) -> c4_rules.Outcome:
+    return c4_rules.Outcome(number if number < 5 else None, {"passed" if number < 5 else "filtered:large": 1})
+
+
+def test_rules_in_one_step_count_as_separate_steps():
+    """`ApplyRules` runs rules in order in one step; a dropped element never reaches the later rules, so each rule
+    counts what it would count as a step of its own."""
+    import apache_beam as beam
+
+    from c4prep.pipelines.beam_c4 import ApplyRules
+
+    pipeline = beam.Pipeline(options=beam.options.pipeline_options.PipelineOptions(["--runner=DirectRunner"]))
+    _ = (pipeline | beam.Create(list(range(10)))
+         | beam.ParDo(ApplyRules([(_keep_even, "even"), (_keep_small, "small")])))
+    counters = run_to_completion(pipeline, pipeline.options)
+    assert counters["even"] == {"passed": 5, "filtered:odd": 5}
+    assert counters["small"] == {"passed": 3, "filtered:large": 2}  # 0, 2, 4 kept of the 5 even numbers
+
+
 def test_integrity_counters_are_in_the_manifest_and_match(sample_run):
     counters = read_manifest(str(sample_run[0])).counters[INTEGRITY_NAMESPACE]
     assert counters["dedupe-sentences/claims:sent"] == counters["dedupe-sentences/claims:received"] > 1000
