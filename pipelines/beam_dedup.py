@@ -41,17 +41,6 @@ from . import claim_blocks, dedup
 from .c4_rules import MIN_NUM_SENTENCES, Outcome
 from .records import Page
 
-CountedClaim = tuple[dedup.Claim, int]
-
-
-def _merge_counted(first: CountedClaim | None, second: CountedClaim | None) -> CountedClaim | None:
-    """The smaller claim of two, with their claim counts added (`None` = nothing yet)."""
-    if first is None:
-        return second
-    if second is None:
-        return first
-    return dedup.smaller_claim(first[0], second[0]), first[1] + second[1]
-
 
 class SmallestClaims(beam.CombineFn):
     """Per key bucket, the smallest claim of each key and the number of claims it was chosen from (for the integrity
