@@ -66,7 +66,7 @@ def test_pipeline_constructs_for_dataflow_with_a_small_graph(no_network):
         build_c4_pipeline(pipeline, dataflow_config(), "gs://my-bucket/c4/en/.staging-test")
         graph = pipeline.to_runner_api()
     labels = {transform.unique_name for transform in graph.components.transforms.values()}
-    assert {"ReadInput/ReadPathList/ReadAllFiles", "DedupUrls/NewestPerUrl", "DedupUrls/CleanPage",
+    assert {"ReadInput/ReadPathList/ReadAllFiles", "DedupUrls/NewestPerUrl", "DedupUrls/CountDuplicates",
             "WriteShards/GroupShards"} <= labels
     # The WET path list is read on the workers, never inlined: the job graph stays small however many files.
     assert len(graph.SerializeToString()) < MAX_JOB_GRAPH_BYTES
