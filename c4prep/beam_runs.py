@@ -5,7 +5,7 @@ import argparse
 import re
 import shutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -237,3 +237,8 @@ class CounterCache:
         if counter is None:
             counter = self._counters[name] = Metrics.counter(self.namespace, name)
         counter.inc(value)
+
+    def inc_all(self, counts: Mapping[str, int]) -> None:
+        """Bump each named counter by its value (a rule's `Outcome.counters`)."""
+        for name, value in counts.items():
+            self.inc(name, value)

@@ -95,9 +95,7 @@ class ApplyRules(beam.DoFn):
     def process(self, element) -> Iterator[Page]:
         for rule, namespace in self.steps:
             outcome = rule(element)
-            counters = self.counters[namespace]
-            for name, value in outcome.counters.items():
-                counters.inc(name, value)
+            self.counters[namespace].inc_all(outcome.counters)
             if outcome.page is None:
                 return
             element = outcome.page
@@ -149,8 +147,7 @@ class _CountUrlDuplicates(beam.DoFn):
         if not self.cleaned:
             yield payload
             return
-        for name, value in payload.counters.items():
-            self.cleaning.inc(name, value)
+        self.cleaning.inc_all(payload.counters)
         if payload.page is not None:
             yield payload.page
 

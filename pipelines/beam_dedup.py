@@ -206,8 +206,7 @@ class _RemoveUnowned(beam.DoFn):
         if len(pages) > 1:  # one raw URL twice, or two with one md5: this says which, and raises
             dedup.check_one_page_per_id((page if isinstance(page, Page) else page[0]).url for page in pages)
         outcome = self.remove(pages[0], owned)
-        for name, value in outcome.counters.items():
-            self.counters.inc(name, value)
+        self.counters.inc_all(outcome.counters)
         if outcome.page is not None:
             yield outcome.page
 
