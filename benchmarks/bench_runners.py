@@ -5,8 +5,8 @@ Input: FILES gzipped WET files of the real CC-MAIN-2019-30 sample (335 pages), C
 (`bench_c4_pipeline.replicate_sample`), so each worker reads its own files. Each copy's lines are kept, edited or
 dropped as `bench_dedup_scale.py` replicates pages (the issue's setting: the text dedup keeps about half of every
 page, as on a real crawl); `--exact-copies` writes exact copies instead (the input of the RESULTS tables before the
-eighth session: the text dedup then keeps only the first copy's text, and the later stages see almost nothing). Runs, in this order, repeated ROUNDS times
-(A B C A B C ...):
+eighth session: the text dedup then keeps only the first copy's text, and the later stages see almost nothing).
+Runs, in this order, repeated ROUNDS times (A B C A B C ...):
   - `in_memory`: the DirectRunner in one process (the single-process rate every other run is compared with);
   - `multi_processing`: the DirectRunner with `--direct_num_workers=WORKERS` SDK worker processes;
   - `dask`: Beam's DaskRunner against a local Dask cluster of WORKERS processes x 1 thread (`--dask-memory-limit`

@@ -3,8 +3,8 @@
 For each variant (vanilla and synthesizer attention; bf16 and fp32, each eager and with CUDA graphs on padded rows:
 ``trainer.compile=true trainer.compile_mode=reduce-overhead data.pack=false``; bf16 with CUDA graphs on re-packed rows
 (``-graphs-packed``: about half the positions, in micro-batches of a multiple of 8 rows); bf16 compiled without
-graphs) the real ``train`` command runs, as a subprocess, fresh (``resume=never``), with 4 data-loader processes. The compile options apply to pretraining alone:
-fine-tuning has 80 steps, too few to repay compiling them.
+graphs) the real ``train`` command runs, as a subprocess, fresh (``resume=never``), with 4 data-loader processes.
+The compile options apply to pretraining alone: fine-tuning has 80 steps, too few to repay compiling them.
 
 1. pretraining: ``experiment=cs224n_a5_pretrain`` (650 epochs of span-corrupted wiki.txt, batch 128, lr 6e-3,
    dropout 0.1), then

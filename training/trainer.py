@@ -7,10 +7,10 @@ a 2-process run equals a 1-process run with the same global batch.
 
 Speed options: ``trainer.compile`` runs the training forward passes through ``torch.compile`` (the model itself,
 its checkpoints and validation stay eager), in ``trainer.compile_mode`` (``reduce-overhead`` replays CUDA graphs,
-recorded once per batch shape: re-packed micro-batches then come in multiples of 8 rows). On CUDA only: TF32 matmuls for fp32 work
-(``trainer.tf32``), torch's AdamW with its fused kernel (:func:`.optim.use_fused_kernel`), and batches copied
-without blocking from the memory the data loader pins (``make_loader``). On the CPU every run is what it was
-without them.
+recorded once per batch shape: re-packed micro-batches then come in multiples of 8 rows). On CUDA only: TF32
+matmuls for fp32 work (``trainer.tf32``), torch's AdamW with its fused kernel (:func:`.optim.use_fused_kernel`),
+and batches copied without blocking from the memory the data loader pins (``make_loader``). On the CPU every run
+is what it was without them.
 """
 from __future__ import annotations
 
