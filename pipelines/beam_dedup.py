@@ -64,7 +64,7 @@ class SmallestClaims(beam.CombineFn):
         return claim_blocks.smallest_claims(accumulator) if accumulator else np.empty(0, claim_blocks.CLAIM_BLOCK)
 
 
-BUNDLE_TABLE_KEYS = 100_000  # keys `_EmitClaims` holds before it emits its table (bounds a worker's memory)
+BUNDLE_CLAIMS = 200_000  # claims `_EmitClaims` holds before it emits them (bounds a worker's memory)
 BUNDLE_OWNERS = 1_000_000  # owned keys `_ToOwner` holds before it emits its table (bounds a worker's memory)
 DEFAULT_CLAIM_BUCKETS = 256
 
@@ -78,37 +78,45 @@ def claim_buckets(input_files: int) -> int:
 
 class _EmitClaims(beam.DoFn):
     """Pages (or prepared pages, see `_OwnershipDedup.prepare`) -> `(bucket, claim block)` per key bucket of the
-    bundle's pages, its claims counted as sent to the combiner. The bundle's claims are pre-combined in a dict as
-    they are made (`dedup.smaller_claim` is associative), so one row per key and bundle crosses the engine, not one
-    per claim, packed into one numpy block per bucket (`claim_blocks`); the table is emitted when the bundle ends,
-    or earlier once it holds `BUNDLE_TABLE_KEYS` keys."""
+    bundle's pages, their claims counted as sent to the combiner. A page's claims (its id and the first occurrence
+    of each of its keys) are held in flat lists; when the bundle ends, or earlier once `BUNDLE_CLAIMS` are held,
+    they become one numpy block (`claim_blocks`), pre-combined to one row per key (the smallest claim, the claims
+    counted), and split by bucket. So one row per key and bundle crosses the engine, not one per claim."""
 
-    def __init__(self, claims: Callable[[Any], list], check: str, buckets: int) -> None:
-        self.claims, self.check, self.buckets = claims, check, buckets
+    def __init__(self, first_claims: Callable[[Any], tuple[dedup.PageId, dict[dedup.Key, int]]], check: str,
+                 buckets: int) -> None:
+        self.first_claims, self.check, self.buckets = first_claims, check, buckets
 
     def setup(self) -> None:
         self.integrity = CounterCache(INTEGRITY_NAMESPACE)
 
     def start_bundle(self) -> None:
-        self.table: dict[dedup.Key, tuple[dedup.Claim, int]] = {}
+        self._hold_none()
+
+    def _hold_none(self) -> None:
+        self.pages: list[dedup.PageId] = []
+        self.claims_per_page: list[int] = []
+        self.keys: list[dedup.Key] = []
+        self.occurrences: list[int] = []
 
     def process(self, page):
-        claims = self.claims(page)
-        self.integrity.inc(f"{self.check}/claims:sent", len(claims))
-        table = self.table
-        for key, claim in claims:
-            held = table.get(key)
-            table[key] = (claim, 1) if held is None else (dedup.smaller_claim(held[0], claim), held[1] + 1)
-        if len(table) >= BUNDLE_TABLE_KEYS:
-            yield from self._emit_table()
+        identity, firsts = self.first_claims(page)
+        self.integrity.inc(f"{self.check}/claims:sent", len(firsts))
+        self.pages.append(identity)
+        self.claims_per_page.append(len(firsts))
+        self.keys.extend(firsts)
+        self.occurrences.extend(firsts.values())
+        if len(self.keys) >= BUNDLE_CLAIMS:
+            yield from self._emit_claims()
 
     def finish_bundle(self):
-        for keyed in self._emit_table():
+        for keyed in self._emit_claims():
             yield GlobalWindows.windowed_value(keyed)
 
-    def _emit_table(self) -> Iterator[tuple[int, np.ndarray]]:
-        table, self.table = self.table, {}
-        return claim_blocks.by_bucket(claim_blocks.claim_block(table), self.buckets) if table else iter(())
+    def _emit_claims(self) -> Iterator[tuple[int, np.ndarray]]:
+        block = claim_blocks.claims_block(self.pages, self.claims_per_page, self.keys, self.occurrences)
+        self._hold_none()
+        return claim_blocks.by_bucket(claim_blocks.smallest_claims([block]), self.buckets) if len(block) else iter(())
 
 
 def _key_and_occurrence(key: dedup.Key, occurrence: int) -> tuple[dedup.Key, int]:
@@ -170,9 +178,13 @@ def _split_page(page: Page) -> tuple[Page, list[list[str]]]:
     return replace(page, text=""), dedup.sentences_by_line(page)
 
 
-def _split_sentence_claims(prepared: tuple[Page, list[list[str]]]) -> list:
+def _split_page_first_claims(prepared: tuple[Page, list[list[str]]]) -> tuple[dedup.PageId, dict[dedup.Key, int]]:
     page, lines = prepared
-    return dedup.sentence_claims(page, lines)
+    return dedup.page_id(page), dedup.first_occurrences(dedup.window_keys(lines))
+
+
+def _line_first_claims(page: Page) -> tuple[dedup.PageId, dict[dedup.Key, int]]:
+    return dedup.page_id(page), dedup.first_occurrences(dedup.line_keys(page))
 
 
 def _remove_unowned_split(prepared: tuple[Page, list[list[str]]], owned: list[int], **options) -> Outcome:
@@ -214,7 +226,8 @@ class _RemoveUnowned(beam.DoFn):
 class _OwnershipDedup(beam.PTransform):
     """Claims -> smallest claim per key (combiner) -> back to the owner page -> per-page removal."""
 
-    claims: Callable[[Any], list]  # set by subclasses (a staticmethod of `dedup`); takes what `prepare` yields
+    # Set by subclasses: what `prepare` yields (or a page) -> its page id and the first occurrence of each key.
+    first_claims: Callable[[Any], tuple[dedup.PageId, dict[dedup.Key, int]]]
     namespace: str
     # Optional per-page step run once before both branches (page -> prepared element, e.g. the page with its Punkt
     # sentences); claims, the join and the remover then see the prepared element instead of the page.
@@ -241,7 +254,7 @@ class _OwnershipDedup(beam.PTransform):
             key_by_id = _key_prepared_by_id
         owned = (
             pages
-            | "EmitClaims" >> beam.ParDo(_EmitClaims(type(self).claims, self.namespace, self.buckets))
+            | "EmitClaims" >> beam.ParDo(_EmitClaims(type(self).first_claims, self.namespace, self.buckets))
             | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaims())
             | "ToOwner" >> beam.ParDo(_ToOwner(self.namespace, type(self).owned_payload))
         )
@@ -256,7 +269,7 @@ class _OwnershipDedup(beam.PTransform):
 class DedupLines(_OwnershipDedup):
     """Released-C4 line dedup (TFDS 3.1.0, `dedup.remove_unowned_lines`): PCollection[Page] -> PCollection[Page]."""
 
-    claims = staticmethod(dedup.line_claims)
+    first_claims = staticmethod(_line_first_claims)
     namespace = dedup.LINES_NAMESPACE
 
     def remover(self):
@@ -268,7 +281,7 @@ class DedupSentences(_OwnershipDedup):
     the repeated-window quirk unless `tfds_1x_quirk=True`: PCollection[Page] -> PCollection[Page]."""
 
     # Punkt is this mode's cost: each page is split once and its sentences travel with it to the removal.
-    claims = staticmethod(_split_sentence_claims)
+    first_claims = staticmethod(_split_page_first_claims)
     namespace = dedup.SENTENCES_NAMESPACE
     prepare = staticmethod(_split_page)
     owned_payload = staticmethod(_occurrence_only)  # the removal keeps windows by occurrence number

@@ -9,28 +9,31 @@ claim with the counts summed, in any grouping and order of blocks (associative a
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from .dedup import OCCURRENCE_BITS, Claim, Key, PageId
+from .dedup import Key, PageId
 
 CLAIM_BLOCK = np.dtype([("key_hi", np.uint64), ("key_lo", np.uint64), ("page_hi", np.uint64),
                         ("page_lo", np.uint64), ("occurrence", np.uint32), ("claims", np.uint64)])
 _DIGEST_HALVES = np.dtype(">u8")  # a 16-byte digest as two big-endian uint64
-_CLAIM_BYTES = 16 + OCCURRENCE_BITS // 8  # a claim written big-endian: page md5, then occurrence
 
 
-def claim_block(table: Mapping[Key, tuple[Claim, int]]) -> np.ndarray:
-    """The block of a `{key: (smallest claim, claims counted)}` table, one row per key."""
-    block = np.empty(len(table), dtype=CLAIM_BLOCK)
-    keys = np.frombuffer(b"".join(table), dtype=_DIGEST_HALVES).reshape(-1, 2)
-    claims = np.frombuffer(b"".join(claim.to_bytes(_CLAIM_BYTES, "big") for claim, _ in table.values()),
-                           dtype=np.dtype([("page", _DIGEST_HALVES, (2,)), ("occurrence", ">u4")]))
-    block["key_hi"], block["key_lo"] = keys[:, 0], keys[:, 1]
-    block["page_hi"], block["page_lo"] = claims["page"][:, 0], claims["page"][:, 1]
-    block["occurrence"] = claims["occurrence"]
-    block["claims"] = np.fromiter((count for _, count in table.values()), dtype=np.uint64, count=len(table))
+def claims_block(pages: Sequence[PageId], claims_per_page: Sequence[int], keys: Sequence[Key],
+                 occurrences: Sequence[int]) -> np.ndarray:
+    """The block of several pages' claims, one row each (a count of 1): page `i` claims the next
+    `claims_per_page[i]` keys of `keys`, each at its occurrence in `occurrences`."""
+    block = np.empty(len(keys), dtype=CLAIM_BLOCK)
+    if not keys:
+        return block
+    key_halves = np.frombuffer(b"".join(keys), dtype=_DIGEST_HALVES).reshape(-1, 2)
+    page_halves = np.frombuffer(b"".join(pages), dtype=_DIGEST_HALVES).reshape(-1, 2)
+    page_halves = np.repeat(page_halves, np.asarray(claims_per_page, dtype=np.int64), axis=0)
+    block["key_hi"], block["key_lo"] = key_halves[:, 0], key_halves[:, 1]
+    block["page_hi"], block["page_lo"] = page_halves[:, 0], page_halves[:, 1]
+    block["occurrence"] = occurrences
+    block["claims"] = 1
     return block
 
 

@@ -98,12 +98,17 @@ def owned_by_page(owners: Mapping[Key, Claim]) -> dict[PageId, dict[Key, int]]:
     return dict(owned)
 
 
-def _first_claims(page: Page, keys: Iterable[Key]) -> list[tuple[Key, Claim]]:
-    identity = page_id(page)
+def first_occurrences(keys: Iterable[Key]) -> dict[Key, int]:
+    """Each distinct key with its first occurrence (position in `keys`): what a page claims."""
     firsts: dict[Key, int] = {}
     for occurrence, key in enumerate(keys):
         firsts.setdefault(key, occurrence)
-    return [(key, make_claim(identity, occurrence)) for key, occurrence in firsts.items()]
+    return firsts
+
+
+def _first_claims(page: Page, keys: Iterable[Key]) -> list[tuple[Key, Claim]]:
+    identity = page_id(page)
+    return [(key, make_claim(identity, occurrence)) for key, occurrence in first_occurrences(keys).items()]
 
 
 def _nonzero(counters: Counter) -> dict[str, int]:

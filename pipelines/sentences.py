@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib.abc
+import string
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -103,14 +104,42 @@ class UntimedToken(PunktToken):
 
 class EnglishPunkt(PunktSentenceTokenizer):
     """NLTK's Punkt tokenizer, with its sentence-break test and its split written without chains of generators (see
-    `text_contains_sentbreak` and `sentences_from_text`); the decisions stay NLTK's own methods."""
+    `text_contains_sentbreak` and `sentences_from_text`), and the common words' breaks decided without building
+    tokens (`breaks_whatever_follows`); every other decision stays NLTK's own methods."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._collocation_starts = frozenset(first for first, _ in self._params.collocations)
+
+    def breaks_whatever_follows(self, word: str) -> bool:
+        """Whether NLTK's two passes mark `word` (a word ending in ".") a sentence break whatever word follows it,
+        shown without tokens; False means the passes must run. The first pass breaks a word of two or more
+        characters that does not end in ".." (so is no ellipsis) and is no known abbreviation. The second pass
+        takes the break back only for a collocation that starts with the word's type (its lowercase form less the
+        period), and looks again only at initials ("J.") and numbers (type "##number##")."""
+        if len(word) < 2 or word[-2] == ".":
+            return False
+        stem = word[:-1].lower()
+        abbreviations = self._params.abbrev_types
+        if stem in abbreviations or stem.split("-")[-1] in abbreviations:
+            return False
+        lowered = word.lower()
+        token = self._Token
+        if len(word) == 2 and token._RE_INITIAL.match(word):  # one letter and "."
+            return False
+        first = lowered[0]  # a number starts with "-", ".", "," or a digit: never with an ASCII letter
+        if not (first.isascii() and first.isalpha()) and token._RE_NUMERIC.match(lowered):
+            return False
+        word_type = lowered[:-1]
+        return word_type != "##number##" and word_type not in self._collocation_starts
 
     def text_contains_sentbreak(self, text: str) -> bool:
         """NLTK's test: whether a token other than the last ends a sentence once annotated. A token's break depends
         on its own first pass and on its second pass with the token after it, which reads only that token's
-        first-pass marks; a token that neither ends in a period nor is an end mark never breaks. So only those
-        become tokens, each with the token after it, and the test stops at the first break. Words are those of
-        NLTK's `_tokenize_words`: each non-blank line's, in order."""
+        first-pass marks; a token that neither ends in a period nor is an end mark never breaks, and a bare "?"
+        or "!" always does (first pass). So only words ending in a period become tokens, each with the token after
+        it, unless `breaks_whatever_follows` settles them, and the test stops at the first break. Words are those
+        of NLTK's `_tokenize_words`: each non-blank line's, in order."""
         language = self._lang_vars
         end_marks = language.sent_end_chars
         word_tokenize = language._word_tokenizer_re().findall  # what `language.word_tokenize` calls
@@ -119,8 +148,12 @@ class EnglishPunkt(PunktSentenceTokenizer):
         else:  # a blank text has no words either way
             words = word_tokenize(text)
         for word, following in zip(words, words[1:]):
-            if word[-1] != "." and word not in end_marks:
+            if word[-1] != ".":
+                if word in end_marks:
+                    return True
                 continue
+            if self.breaks_whatever_follows(word):
+                return True
             token = self._Token(word)
             self._first_pass_annotation(token)
             if token.period_final:
@@ -131,14 +164,42 @@ class EnglishPunkt(PunktSentenceTokenizer):
                 return True
         return False
 
+    def _match_potential_end_contexts(self, text: str) -> list[tuple[regex.Match, str]]:
+        """NLTK's candidates: each match of the period-context pattern (a one-character end mark) with its context
+        (the word before it, the mark and what follows), dropping a candidate whose word overlaps the next one's.
+        NLTK finds the word's start by scanning the text between two matches backwards one character at a time for
+        a whitespace character; here `str.rfind` does, for each whitespace character the text holds. As in NLTK, a
+        whitespace right at the previous match counts as none: the word then starts where the previous one did."""
+        spaces = [space for space in string.whitespace if space in text]
+        candidates = []
+        previous = None
+        previous_start = previous_stop = 0
+        for match in self._lang_vars.period_context_re().finditer(text):
+            match_start = match.start()
+            if len(spaces) == 1:
+                space = text.rfind(spaces[0], previous_stop, match_start)
+            else:
+                space = max([text.rfind(space, previous_stop, match_start) for space in spaces], default=-1)
+            word_start = space + 1 if space > previous_stop else previous_start
+            if previous is not None and previous_stop <= word_start:
+                candidates.append((previous, text[previous_start:previous_stop + 1] + previous.group("after_tok")))
+            previous, previous_start, previous_stop = match, word_start, match_start
+        if previous is not None:
+            candidates.append((previous, text[previous_start:previous_stop + 1] + previous.group("after_tok")))
+        return candidates
+
     def sentences_from_text(self, text: str, realign_boundaries: bool = True) -> list[str]:
         """NLTK's split (`_slices_from_text`, then `_realign_boundaries`), with the slices held in two lists rather
         than passed through three generators."""
         if not realign_boundaries:
             return super().sentences_from_text(text, realign_boundaries)
+        candidates = self._match_potential_end_contexts(text)
+        if not candidates:  # one sentence: the text less its trailing whitespace
+            stop = len(text.rstrip())
+            return [text[:stop]] if stop else []
         starts, stops = [], []
         last_break = 0
-        for match, context in self._match_potential_end_contexts(text):
+        for match, context in candidates:
             if self.text_contains_sentbreak(context):
                 starts.append(last_break)
                 stops.append(match.end())

@@ -15,6 +15,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import apache_beam as beam
+import numpy as np
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from c4prep.beam_runs import INTEGRITY_NAMESPACE, job_pipeline
@@ -378,13 +379,10 @@ def test_beam_sentences_split_each_line_once(tmp_path, monkeypatch):
     assert sum(calls.values()) == sum(len(page.text.splitlines()) for page in pages)
 
 
-def _claim_table(claims: list[tuple[bytes, int]]) -> dict[bytes, tuple[int, int]]:
-    """A bundle's `{key: (smallest claim, claims)}` table, as `_EmitClaims` pre-combines it."""
-    table = {}
-    for key, claim in claims:
-        held = table.get(key)
-        table[key] = (claim, 1) if held is None else (smaller_claim(held[0], claim), held[1] + 1)
-    return table
+def _claims_block(claims: list[tuple[bytes, int]]) -> np.ndarray:
+    """The block of a bundle's `(key, claim)` pairs, one row each, as `_EmitClaims` packs them."""
+    return claim_blocks.claims_block([claim_page(claim) for _, claim in claims], [1] * len(claims),
+                                     [key for key, _ in claims], [claim_occurrence(claim) for _, claim in claims])
 
 
 def test_claims_and_combiner_are_order_free():
@@ -402,7 +400,7 @@ def test_claims_and_combiner_are_order_free():
         bundles = [claims[a:b] for a, b in zip([0, *cuts], [*cuts, len(claims)])]
         by_bucket = {}
         for bundle in bundles:
-            for bucket, block in claim_blocks.by_bucket(claim_blocks.claim_block(_claim_table(bundle)), 3):
+            for bucket, block in claim_blocks.by_bucket(claim_blocks.smallest_claims([_claims_block(bundle)]), 3):
                 by_bucket.setdefault(bucket, []).append(block)
         combined = {}
         for bucket, blocks in by_bucket.items():
@@ -424,16 +422,15 @@ def test_a_claim_block_keeps_every_digest_byte_and_orders_claims_as_ints():
     """Keys and page ids with zero bytes at either end survive the block, and rows order as the claims do."""
     keys = [b"\0" * 15 + b"\1", b"\xff" * 16, b"\1" + b"\0" * 15]
     pages = [b"\0" * 16, b"\xff" * 16, b"\x80" + b"\0" * 14 + b"\7"]
-    table = {key: (make_claim(page, occurrence), 1) for key, page, occurrence in zip(keys, pages, [0, 2**32 - 1, 7])}
-    block = claim_blocks.claim_block(table)
-    assert list(claim_blocks.owners(block)) == [(page, key, claim_occurrence(table[key][0]))
-                                                for key, page in zip(keys, pages)]
-    same_key = claim_blocks.claim_block({keys[0]: (make_claim(pages[2], 3), 2)})
-    rival = claim_blocks.claim_block({keys[0]: (make_claim(pages[2], 1), 5)})
+    block = claim_blocks.claims_block(pages, [1, 1, 1], keys, [0, 2**32 - 1, 7])
+    assert list(claim_blocks.owners(block)) == list(zip(pages, keys, [0, 2**32 - 1, 7]))
+    assert block["claims"].tolist() == [1, 1, 1]
+    same_key = claim_blocks.claims_block([pages[2]], [2], [keys[0], keys[0]], [3, 4])
+    rival = claim_blocks.claims_block([pages[2], pages[1]], [1, 1], [keys[0], keys[0]], [1, 0])
     winners = claim_blocks.smallest_claims([block, same_key, rival])
     assert [(key, occurrence) for _, key, occurrence in claim_blocks.owners(winners)] == [
         (keys[0], 0), (keys[2], 7), (keys[1], 2**32 - 1)]  # key order; keys[0] keeps the all-zero page's claim
-    assert winners["claims"].tolist() == [8, 1, 1]
+    assert winners["claims"].tolist() == [5, 1, 1]
 
 
 def test_claims_order_as_tfds_ranks_pages():

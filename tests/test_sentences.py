@@ -125,3 +125,25 @@ def test_unwrapped_patterns_agree_with_stock_nltk_on_hostile_lines(line):
     """Long runs of end marks, abbreviations and punctuation: the shapes that make regexes backtrack. Stock NLTK
     splits them within its 5 s time limit, and the unwrapped patterns split them identically."""
     assert split_sentences(line) == _stock_punkt().tokenize(line)
+
+
+@pytest.mark.parametrize("line", [
+    "Dr. Roberts met Mr. Smith in the U.S. on Jan. 5. They talked.",  # abbreviations, a number before a capital
+    "See e.g. the notes. Also cf. Fig. 3. Done.", "The non-inc. firm left. It closed.",  # hyphenated abbreviation
+    "J. S. Bach wrote it. A. Then b. then.", "In 1990. The year. In 3. the list.",  # initials, numbers
+    "Numbers: 1.5. 2,000. -3. .5. Next one.", "Call 555-1234. Now. Or 12a. Then.",
+    "He said no. and left. She agreed... Then? Yes! No?! Fine.",  # lowercase after a period, ellipsis, marks
+    "It is İSTANBUL. Next. ΟΔΟΣ. Επόμενη. ǅ. Title case.", "Ends with a period.", "No end mark at all",
+    "Wait.. what. Odd... Stop . Space before the period . Next.", "x. y. Z. ##number##. Next.",
+    "\u0661\u0662. Arabic-Indic digits. \uff11. Fullwidth one. \u00bd. A half.",  # non-ASCII number starts
+    "The co. Ltd. deal. The inc. was. Vs. them.", "Quote.\u201d Next. (Paren.) Then.",
+    "B. Smith met J. Walter and I. Magnin. In 1987. Cooper rose.",  # collocations
+])
+def test_common_word_shortcut_splits_as_stock_nltk(line):
+    """`EnglishPunkt.breaks_whatever_follows` settles most words ending in a period without NLTK's tokens; every
+    case it must leave to NLTK (abbreviations, initials, numbers, ellipses, collocations, non-ASCII starts) splits
+    as stock NLTK splits it, alone and inside a longer text."""
+    stock = _stock_punkt()
+    assert split_sentences(line) == stock.tokenize(line)
+    text = f"Start here. {line} And end here."
+    assert split_sentences(text) == stock.tokenize(text)
