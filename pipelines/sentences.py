@@ -164,6 +164,21 @@ class EnglishPunkt(PunktSentenceTokenizer):
                 return True
         return False
 
+    def context_breaks(self, match: regex.Match, context: str) -> bool:
+        """`text_contains_sentbreak(context)` for a candidate of `_match_potential_end_contexts`, settled without
+        NLTK's word tokens when the word before the end mark is all letters: NLTK's word pattern then makes it one
+        token with the mark when the mark is a period followed by whitespace (so `breaks_whatever_follows` may
+        decide it), and a token of its own before a "?" or "!", which always breaks."""
+        after = match.group("after_tok")
+        word = context[:len(context) - len(after) - 1]
+        if word.isalpha():
+            mark = context[len(word)]
+            if mark != ".":
+                return True
+            if match.group("next_tok") and self.breaks_whatever_follows(word + "."):
+                return True
+        return self.text_contains_sentbreak(context)
+
     def _match_potential_end_contexts(self, text: str) -> list[tuple[regex.Match, str]]:
         """NLTK's candidates: each match of the period-context pattern (a one-character end mark) with its context
         (the word before it, the mark and what follows), dropping a candidate whose word overlaps the next one's.
@@ -200,7 +215,7 @@ class EnglishPunkt(PunktSentenceTokenizer):
         starts, stops = [], []
         last_break = 0
         for match, context in candidates:
-            if self.text_contains_sentbreak(context):
+            if self.context_breaks(match, context):
                 starts.append(last_break)
                 stops.append(match.end())
                 last_break = match.start("next_tok") if match.group("next_tok") else match.end()
