@@ -3,7 +3,7 @@
 Shape of both transforms (the per-page functions are the ones the in-memory references use):
 
     pages ─ ParDo(claim blocks) ─ CombinePerKey(bucket: smallest claims) ─ ParDo(-> (owner id, [payload, ...])) ─┐
-    pages ─ Map(-> (page id, page)) ─────────────────────────────────────────────────────────── CoGroupByKey(id) ┴─ ...
+    pages ─ Map(-> (page id, page)) ──────────────────────────────────────────────── Flatten, GroupByKey(id) ┴─ ...
 
 (`...`: ParDo(remove).) `DedupSentences` first pairs each page with its Punkt sentences per line (`Prepare`, fused
 with the upstream steps): both branches use that pair, so every page is split once, not once for its claims and
@@ -158,17 +158,30 @@ class _ToOwner(beam.DoFn):
         for keyed in self._emit_table():
             yield GlobalWindows.windowed_value(keyed)
 
-    def _emit_table(self) -> Iterator[tuple[dedup.PageId, list]]:
+    def _emit_table(self) -> Iterator[tuple[dedup.PageId, tuple[int, list]]]:
         table, self.table, self.held = self.table, {}, 0
-        return iter(table.items())
+        return ((page, (_OWNED, payloads)) for page, payloads in table.items())
 
 
-def _key_by_id(page: Page) -> tuple[dedup.PageId, Page]:
-    return dedup.page_id(page), page
+# Tags of the two inputs of the join by page id: a page (or prepared page), and a list of what its owned keys send.
+_PAGE, _OWNED = 0, 1
 
 
-def _key_prepared_by_id(prepared: tuple[Page, Any]) -> tuple[dedup.PageId, tuple[Page, Any]]:
-    return dedup.page_id(prepared[0]), prepared
+def _key_by_id(page: Page) -> tuple[dedup.PageId, tuple[int, Page]]:
+    return dedup.page_id(page), (_PAGE, page)
+
+
+def _key_prepared_by_id(prepared: tuple[Page, Any]) -> tuple[dedup.PageId, tuple[int, tuple[Page, Any]]]:
+    return dedup.page_id(prepared[0]), (_PAGE, prepared)
+
+
+class _JoinById(beam.PTransform):
+    """Tagged `(page id, (tag, value))` elements of both inputs -> `(page id, [(tag, value), ...])`: what
+    CoGroupByKey does, without its steps that tag every element and regroup every key's values into a dict (steps
+    of their own, one pass over the data each, on runners that do not fuse, as Beam's DaskRunner)."""
+
+    def expand(self, tagged_inputs):
+        return tagged_inputs | "Flatten" >> beam.Flatten() | "GroupByKey" >> beam.GroupByKey()
 
 
 def _split_page(page: Page) -> tuple[Page, list[list[str]]]:
@@ -197,9 +210,9 @@ def _remove_unowned_lines(page: Page, owned: list[tuple[dedup.Key, int]], **opti
 
 
 class _RemoveUnowned(beam.DoFn):
-    """Joined `(page id, {"page": [page], "owned": [[payload, ...], ...]})` -> the page after the removal rule (the
-    joined "page" is the prepared page when the transform has a `prepare` step, a payload what `owned_payload`
-    sends; the owned payloads come in one list per bundle of `_ToOwner`)."""
+    """Joined `(page id, [(_PAGE, page), (_OWNED, [payload, ...]), ...])` -> the page after the removal rule (the
+    joined page is the prepared page when the transform has a `prepare` step, a payload what `owned_payload` sends;
+    the owned payloads come in one list per bundle of `_ToOwner`)."""
 
     def __init__(self, remove: Callable[..., Outcome], namespace: str) -> None:
         self.remove = remove
@@ -210,8 +223,13 @@ class _RemoveUnowned(beam.DoFn):
         self.integrity = CounterCache(INTEGRITY_NAMESPACE)
 
     def process(self, joined) -> Iterator[Page]:
-        _, groups = joined
-        pages, owned = list(groups["page"]), [payload for payloads in groups["owned"] for payload in payloads]
+        _, tagged = joined
+        pages, owned = [], []
+        for tag, value in tagged:
+            if tag == _PAGE:
+                pages.append(value)
+            else:
+                owned.extend(value)
         self.integrity.inc(f"{self.namespace}/owners:received", len(owned))
         if not pages:  # only reachable if a claim came from elsewhere: nothing to emit
             return
@@ -260,8 +278,8 @@ class _OwnershipDedup(beam.PTransform):
         )
         keyed_pages = pages | "KeyById" >> beam.Map(key_by_id)
         return (
-            {"page": keyed_pages, "owned": owned}
-            | "JoinById" >> beam.CoGroupByKey()
+            (keyed_pages, owned)
+            | "JoinById" >> _JoinById()
             | "RemoveUnowned" >> beam.ParDo(_RemoveUnowned(self.remover(), self.namespace))
         )
 
