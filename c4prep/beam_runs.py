@@ -24,6 +24,7 @@ from apache_beam.runners.portability.portable_runner import PortableRunner
 from apache_beam.runners.runner import PipelineRunner
 from apache_beam.transforms.environments import Environment
 
+from c4prep import job_gc
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, live_tally, watching
 from c4prep.runner_results import JobInputError, RunnerSetupError, collect_counters
@@ -192,7 +193,7 @@ def _run_and_collect(pipeline: beam.Pipeline, options: PipelineOptions,
         from c4prep.dask_runs import run_on_dask
 
         return run_on_dask(pipeline, options, progress)
-    with watching(progress) as watch:
+    with watching(progress) as watch, job_gc.settled():
         result = pipeline.run()  # the DirectRunner runs the whole job here; remote runners return once it started
         if isinstance(pipeline.runner, DataflowRunner):  # its metrics are live while the job runs
             watch.add_source(Throttled(lambda: collect_counters(result)))

@@ -18,7 +18,7 @@ import distributed
 from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
-from c4prep.dask_gc import JobCollector
+from c4prep import job_gc
 from c4prep.dask_shuffle import DaskShuffleOptions, dask_shuffle
 from c4prep.dask_workarounds import (DeepSizes, LiftCombiners, ReleaseTaskSpecs, releasing_bundle_outputs,
                                      waiting_on_the_jobs_client)
@@ -50,6 +50,16 @@ def task_counter_recorder() -> Callable[[str, str, int], None] | None:
 def _record(worker: distributed.Worker, namespace: str, name: str, value: int) -> None:
     counts = _TASK_COUNTS.setdefault(str(worker.get_current_task()), {}).setdefault(namespace, {})
     counts[name] = counts.get(name, 0) + value
+
+
+class JobCollector(WorkerPlugin):
+    """Each worker's garbage collector set for the job (`job_gc.settle`), and as it was after (`job_gc.unsettle`)."""
+
+    def setup(self, worker) -> None:
+        job_gc.settle()
+
+    def teardown(self, worker) -> None:
+        job_gc.unsettle()
 
 
 class ReportTaskCounters(WorkerPlugin):
@@ -95,7 +105,7 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
 
     The job runs with c4prep's workarounds for Beam's DaskRunner (`dask_workarounds`): combiners lifted, bundle
     outputs released and `finish_bundle` outputs kept, elements sized for spilling, finished tasks' specs released,
-    the job's end seen at once, and the workers' garbage collector set for the job (`dask_gc`). Its `GroupByKey`s
+    the job's end seen at once, and the workers' garbage collector set for the job (`job_gc`). Its `GroupByKey`s
     shuffle as ``--dask_shuffle`` says (`dask_shuffle`). With ``progress``, the progress line counts the tasks that
     have finished so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a task is a whole
     partition of a stage, so the numbers move in steps."""

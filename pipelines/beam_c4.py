@@ -14,6 +14,7 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 
+from c4prep import job_gc
 from c4prep.beam_runs import CounterCache
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import batched, join_uri, num_shards_for, shard_name, write_shard
@@ -90,6 +91,7 @@ class ApplyRules(beam.DoFn):
         self.steps = list(steps)
 
     def setup(self) -> None:
+        job_gc.settle()  # a worker process's first rules step sets its collector for the job (nothing in the driver)
         self.counters = {namespace: CounterCache(namespace) for _, namespace in self.steps}
 
     def process(self, element) -> Iterator[Page]:

@@ -441,7 +441,8 @@ def test_workers_collector_is_set_for_the_job_only(dask_cluster):
     collector is as it was."""
     import gc
 
-    from c4prep.dask_gc import FIRST_THRESHOLD, PIPELINE_MODULE, JobCollector
+    from c4prep.dask_runs import JobCollector
+    from c4prep.job_gc import FIRST_THRESHOLD, PIPELINE_MODULE
 
     def collector() -> tuple[int, tuple[int, int, int], bool]:
         import sys
