@@ -332,19 +332,21 @@ def remove_unowned_sentences(
         keys = [span_key(lines, span) for span in spans]
         repeats = Counter(keys)
         kept = {occurrence for occurrence in kept if repeats[keys[occurrence]] == 1}
-    removed: list[set[int]] = [set() for _ in lines]
+    removed: dict[int, set[int]] = {}  # line -> its removed sentences, for lines that lose any
     for occurrence, (line, start, size) in enumerate(spans):
         if occurrence not in kept:
-            removed[line].update(range(start, start + size))
-    counters: Counter[str] = Counter({"sentence-in": sum(len(sentences) for sentences in lines)})
+            removed.setdefault(line, set()).update(range(start, start + size))
     new_lines: list[str] = []
     remaining = 0
-    for sentences, gone in zip(lines, removed):
-        counters["sentence-filtered:duplicate"] += len(gone)
-        survivors = [sentence for index, sentence in enumerate(sentences) if index not in gone]
-        if survivors:
-            new_lines.append(" ".join(survivors))
-            remaining += len(survivors)
+    for line, sentences in enumerate(lines):
+        gone = removed.get(line)
+        if gone:
+            sentences = [sentence for index, sentence in enumerate(sentences) if index not in gone]
+        if sentences:
+            new_lines.append(" ".join(sentences))
+            remaining += len(sentences)
+    counters: Counter[str] = Counter({"sentence-in": sum(len(sentences) for sentences in lines),
+                                      "sentence-filtered:duplicate": sum(len(gone) for gone in removed.values())})
     if remaining == 0:
         reason = "empty"
     elif remaining < min_num_sentences:

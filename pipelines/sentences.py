@@ -204,14 +204,21 @@ class EnglishPunkt(PunktSentenceTokenizer):
         """`text_contains_sentbreak` of a candidate's context, settled without NLTK's word tokens when the word
         before the end mark is all letters: NLTK's word pattern then makes that word one token with the mark when
         the mark is a period followed by whitespace (so `breaks_whatever_follows` may decide it), and a token of its
-        own before a "?" or "!", which always breaks."""
+        own before a "?" or "!", which always breaks. For two or more ASCII letters, `breaks_whatever_follows`
+        comes down to: the lowercase word is no abbreviation and starts no collocation (no hyphen, no initial, no
+        number)."""
         mark_at = match.start()
         word = text[word_start:mark_at]
         if word.isalpha():
             if text[mark_at] != ".":
                 return True
-            if match.start("next_tok") >= 0 and self.breaks_whatever_follows(word + "."):
-                return True
+            if match.start("next_tok") >= 0:
+                if word.isascii() and len(word) > 1:
+                    word_type = word.lower()
+                    if word_type not in self._params.abbrev_types and word_type not in self._collocation_starts:
+                        return True
+                elif self.breaks_whatever_follows(word + "."):
+                    return True
         return self.text_contains_sentbreak(self._context(text, match, word_start))
 
     def sentences_from_text(self, text: str, realign_boundaries: bool = True) -> list[str]:
