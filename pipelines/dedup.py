@@ -277,13 +277,20 @@ def span_key(lines: list[list[str]], span: tuple[int, int, int]) -> Key:
     return window_key(lines[line][start : start + size])
 
 
-def window_keys(lines: list[list[str]], size: int = WINDOW_SIZE) -> Iterator[Key]:
+def window_keys(lines: list[list[str]], size: int = WINDOW_SIZE) -> list[Key]:
     """The `window_key` of every window occurrence of a page, in occurrence order (see `window_spans`); each line
-    is lowercased once, not once per window."""
+    is lowercased once, not once per window, and a line of at most `size` sentences, none a bare end mark, is its
+    one window."""
+    keys = []
     for sentences in lines:
         lowered = [sentence.lower() for sentence in sentences]
-        for start, width in line_windows(sentences, size):
-            yield _lowered_window_key(lowered[start : start + width])
+        if len(sentences) <= size and _END_MARK_SET.isdisjoint(sentences):
+            if sentences:
+                keys.append(_lowered_window_key(lowered))
+        else:
+            keys += [_lowered_window_key(lowered[start : start + width])
+                     for start, width in line_windows(sentences, size)]
+    return keys
 
 
 def sentence_claims(page: Page, lines: list[list[str]] | None = None) -> list[tuple[Key, Claim]]:

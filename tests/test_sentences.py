@@ -147,3 +147,24 @@ def test_common_word_shortcut_splits_as_stock_nltk(line):
     assert split_sentences(line) == stock.tokenize(line)
     text = f"Start here. {line} And end here."
     assert split_sentences(text) == stock.tokenize(text)
+
+
+def test_stdlib_period_context_matches_as_regex_on_every_character():
+    """`UntimedLanguageVars.period_context_stdlib` (stdlib `re`) finds the candidates NLTK's pattern (`regex`) finds,
+    with the same groups, around every character but the four that only `re` counts as whitespace, which make
+    `_end_candidates` keep to `regex`."""
+    import sys
+
+    from c4prep.pipelines.sentences import _STDLIB_SPACE_ONLY, UntimedLanguageVars
+
+    stdlib, reference = UntimedLanguageVars.period_context_stdlib, UntimedLanguageVars._period_context
+
+    def found(pattern, text):
+        return [(match.span(), match.span("after_tok"), match.span("next_tok")) for match in pattern.finditer(text)]
+
+    differing = [character for character in map(chr, range(sys.maxunicode + 1))
+                 for text in (f"a.{character}b", f"a? {character}")
+                 if found(stdlib, text) != found(reference, text)]
+    assert sorted(set(differing)) == sorted(_STDLIB_SPACE_ONLY)
+    text = "One.\x1c Two. Three"
+    assert split_sentences(text) == _stock_punkt().tokenize(text)
