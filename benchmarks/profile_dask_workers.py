@@ -1,8 +1,9 @@
 """Where a Dask worker's time goes in the default `c4prep run`: Dask's own statistical profiler of the worker threads
 (`Client.profile`, sampled every 10 ms) over one run, summed per function, inclusive and exclusive of callees.
 
-Input as `bench_runners.py` (FILES WET files of COPIES URL-distinct copies of the real sample); a local cluster of
-2 workers x 1 thread; the run goes through `run_c4`, as `c4prep run --runner=DaskRunner` does.
+Input as `bench_runners.py` (FILES WET files of COPIES URL-distinct copies of the real sample, perturbed unless
+`--exact-copies`); a local cluster of 2 workers x 1 thread; the run goes through `run_c4`, as
+`c4prep run --runner=DaskRunner` does.
 
     python benchmarks/profile_dask_workers.py --files 30 --copies 10 --dask-shuffle disk --top 25
 """
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--dask-shuffle", choices=SHUFFLES, default="disk")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--exact-copies", action="store_true", help="exact copies of the sample, not perturbed ones")
     args = parser.parse_args(argv)
 
     from distributed import Client, LocalCluster
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         (folder / "input").mkdir()
-        pages = write_input(folder / "input", args.files, args.copies)
+        pages = write_input(folder / "input", args.files, args.copies, perturb=not args.exact_copies)
         inputs = sorted(glob.glob(str(folder / "input" / "*.warc.wet.gz")))
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit="4GiB",
                           dashboard_address=None) as cluster, Client(cluster) as client:
