@@ -6,9 +6,9 @@ and a projection of one whole dump on N distributed workers of this machine's si
 The rates are rows of benchmarks/RESULTS.md, each with its date and command: the rules alone and the first version
 ("C4 `en` pipeline throughput", 2026-11-21, `bench_c4_pipeline.py --copies 40`), and the default `c4prep run`
 (variant `en`, sentence dedup) in memory, on the DirectRunner with 2 worker processes and on Beam's DaskRunner with 2
-workers, either shuffle ("Distributed runners and the text dedup, eighth session", 2026-11-26, `bench_runners.py
---files 30 --copies 10 --rounds 3`: perturbed copies, on which the text dedup keeps about half of each page, and
-claims in numpy blocks, then fewer per-page steps: its last table). The reference is the T5 README's
+workers, disk shuffle ("In memory, ninth session", 2026-11-26, `bench_runners.py --files 30 --copies 10 --runs
+in_memory dask_disk multi_processing --rounds 2`: perturbed copies, on which the text dedup keeps about half of each
+page; its last call), and the task shuffle from the eighth session's last table (not run since). The reference is the T5 README's
 ~335 CPU-days for C4 `en` from one Common Crawl dump on Dataflow (WET download included). Prints Markdown tables.
 """
 from __future__ import annotations
@@ -23,19 +23,19 @@ REFERENCE_CPU_DAYS = 335
 DEFAULT_DUMP_PAGES = (2.65e9, 2.9e9)
 MEASURED_RATES = (  # (what was measured, raw pages/s per core)
     ("rules only, pure functions, 1 core (2026-11-21)", 2029.0),
-    ("default `c4prep run`, DirectRunner in memory, 100,500 pages (2026-11-26)", 1957.0),
-    ("default `c4prep run`, DirectRunner multi_processing, 2 workers, 100,500 pages (2026-11-26)", 1503.0),
-    ("default `c4prep run`, Beam's DaskRunner, 2 workers, task shuffle, 100,500 pages (2026-11-26)", 906.0),
-    ("default `c4prep run`, Beam's DaskRunner, 2 workers, disk shuffle (the default), 100,500 pages (2026-11-26)",
-     1279.0),
+    ("default `c4prep run`, DirectRunner in memory, 100,500 pages (2026-11-26, ninth session)", 2319.0),
+    ("default `c4prep run`, DirectRunner multi_processing, 2 workers, 100,500 pages (ninth session)", 1580.0),
+    ("default `c4prep run`, Beam's DaskRunner, 2 workers, task shuffle, 100,500 pages (eighth session)", 906.0),
+    ("default `c4prep run`, Beam's DaskRunner, 2 workers, disk shuffle (the default), 100,500 pages (ninth session)",
+     1444.0),
     ("first version of the rules: pure-Python langdetect as TFDS, Punkt on every line, 1 core", 218.0),
 )
 # The distributed run the projection scales out: its per-core rate, the cores of one worker machine (this one), and
 # the peak memory each of its 2 SDK worker processes reached on 50,250 pages each (the driver, which holds
-# the DirectRunner's shuffle, reached 1,652 MiB; on Dataflow the shuffle service holds it).
-DISTRIBUTED_RATE = 1503.0
+# the DirectRunner's shuffle, reached 1,561 MiB; on Dataflow the shuffle service holds it).
+DISTRIBUTED_RATE = 1580.0
 CORES_PER_WORKER = 2
-WORKER_PEAK_MIB = (918, 935)
+WORKER_PEAK_MIB = (932, 955)
 DEFAULT_WORKERS = (10, 100, 1000)
 
 
