@@ -9,7 +9,8 @@ VERSION = re.search(r'__version__ = "([^"]+)"', Path("c4prep/__init__.py").read_
 # Pinned so that Direct, Dataflow and container workers run the same engine.
 BEAM_VERSION = "2.77.0"
 
-MAPPED_FOLDERS = {"pipelines": "pipelines", "tokenization": "tokenization", "training": "training", "configs": "configs"}
+MAPPED_FOLDERS = {"pipelines": "pipelines", "tokenization": "tokenization", "training": "training",
+                  "configs": "configs"}
 # Each mapped package with its subpackages (c4prep.training.data, .models, ...): a non-editable install needs them all.
 PACKAGES = ["c4prep"] + [f"c4prep.{name}{sub}" for name, folder in MAPPED_FOLDERS.items()
                          for sub in ["", *(f".{found}" for found in find_packages(folder))]]

@@ -447,7 +447,8 @@ def test_workers_collector_is_set_for_the_job_only(dask_cluster):
     def collector() -> tuple[int, tuple[int, int, int], bool]:
         import sys
 
-        return gc.get_freeze_count(), gc.get_threshold(), PIPELINE_MODULE in sys.modules and "apache_beam" in sys.modules
+        imported = PIPELINE_MODULE in sys.modules and "apache_beam" in sys.modules
+        return gc.get_freeze_count(), gc.get_threshold(), imported
 
     with distributed.Client(dask_cluster.address) as client:
         before = list(client.run(collector).values())

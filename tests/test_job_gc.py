@@ -55,7 +55,8 @@ def test_a_worker_process_sets_its_collector_at_its_first_rules_step():
         "ApplyRules([]).setup()\n"
         "settled = gc.get_threshold(), gc.get_freeze_count()\n"
         "ApplyRules([]).setup()\n"
-        "print(before[0], settled[0][0], settled[1] > 100_000, (gc.get_threshold(), gc.get_freeze_count()) == settled)\n"
+        "again = gc.get_threshold(), gc.get_freeze_count()\n"
+        "print(before[0], settled[0][0], settled[1] > 100_000, again == settled)\n"
     )
     output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert output.split() == ["700", str(job_gc.FIRST_THRESHOLD), "True", "True"]

@@ -59,7 +59,8 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
         return None
     path = checkpoint_dir(run_dir) / pointer.read_text().strip()
     if not path.is_file():
-        raise CheckpointError(f"{pointer} names {path.name}, which does not exist; delete {pointer} or restore the file")
+        raise CheckpointError(f"{pointer} names {path.name}, which does not exist; "
+                              f"delete {pointer} or restore the file")
     return path
 
 

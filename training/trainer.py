@@ -228,8 +228,8 @@ def autocast(device: torch.device, precision: str):
 
 
 @torch.no_grad()
-def evaluate_model(model: nn.Module, batch_loss: BatchLoss, batches: Iterable[Batch], env: DistEnv, device: torch.device,
-                   precision: str = "fp32", max_batches: int = 0) -> dict[str, float] | None:
+def evaluate_model(model: nn.Module, batch_loss: BatchLoss, batches: Iterable[Batch], env: DistEnv,
+                   device: torch.device, precision: str = "fp32", max_batches: int = 0) -> dict[str, float] | None:
     """Per-target-token averages of ``batch_loss.eval_sums`` over ``batches`` (summed over ranks); None if no targets.
 
     ``max_batches`` > 0 stops after that many micro-batches per rank (every rank must get the same count).

@@ -31,7 +31,8 @@ def first_fit_groups(lengths: Sequence[tuple[int, int]], inputs_length: int, tar
     the group's summed (inputs, targets) lengths stay within the limits, else it starts a new group. An example
     over the limits forms a group of its own (and is truncated when packed)."""
     if inputs_length < 0 or targets_length < 1:
-        raise ValueError(f"inputs_length must be >= 0 and targets_length >= 1, got {inputs_length} and {targets_length}")
+        raise ValueError("inputs_length must be >= 0 and targets_length >= 1, "
+                         f"got {inputs_length} and {targets_length}")
     groups: list[list[int]] = []
     used_inputs = used_targets = 0
     for index, (n_inputs, n_targets) in enumerate(lengths):
