@@ -5,8 +5,8 @@ Shape of both transforms (the per-page functions are the ones the in-memory refe
     pages ─ ParDo(claim blocks) ─ CombinePerKey(bucket: smallest claims) ─ ParDo(-> (owner id, [payload, ...])) ─┐
     pages ─ Map(-> (page id, page)) ──────────────────────────────────────────────── Flatten, GroupByKey(id) ┴─ ...
 
-(`...`: ParDo(remove).) `DedupSentences` first pairs each page with its Punkt sentences per line (`Prepare`, fused
-with the upstream steps): both branches use that pair, so every page is split once, not once for its claims and
+(`...`: ParDo(remove).) `DedupSentences` pairs each page with its Punkt sentences per line in the step that keys it
+by id (`KeyById`): both branches use that pair, so every page is split once, not once for its claims and
 again for its removal (Punkt is most of this mode's cost), and the sentences travel through the join in place of the
 page's text. Its owners send back only the occurrence numbers (the window keys are not needed by the removal); mode
 `lines` sends `(key, occurrence)`.
@@ -77,7 +77,7 @@ def claim_buckets(input_files: int) -> int:
 
 
 class _EmitClaims(beam.DoFn):
-    """Pages (or prepared pages, see `_OwnershipDedup.prepare`) -> `(bucket, claim block)` per key bucket of the
+    """Pages keyed by id (`_OwnershipDedup.key_by_id`) -> `(bucket, claim block)` per key bucket of the
     bundle's pages, their claims counted as sent to the combiner. A page's claims (its id and the first occurrence
     of each of its keys) are held in flat lists; when the bundle ends, or earlier once `BUNDLE_CLAIMS` are held,
     they become one numpy block (`claim_blocks`), pre-combined to one row per key (the smallest claim, the claims
@@ -100,7 +100,7 @@ class _EmitClaims(beam.DoFn):
         self.occurrences: list[int] = []
 
     def process(self, page):
-        identity, firsts = self.first_claims(page)
+        identity, firsts = self.first_claims(page)  # a keyed page
         self.integrity.inc(f"{self.check}/claims:sent", len(firsts))
         self.pages.append(identity)
         self.claims_per_page.append(len(firsts))
@@ -163,7 +163,7 @@ class _ToOwner(beam.DoFn):
         return ((page, (_OWNED, payloads)) for page, payloads in table.items())
 
 
-# Tags of the two inputs of the join by page id: a page (or prepared page), and a list of what its owned keys send.
+# Tags of the two inputs of the join by page id: a page (or split page), and a list of what its owned keys send.
 _PAGE, _OWNED = 0, 1
 
 
@@ -171,8 +171,11 @@ def _key_by_id(page: Page) -> tuple[dedup.PageId, tuple[int, Page]]:
     return dedup.page_id(page), (_PAGE, page)
 
 
-def _key_prepared_by_id(prepared: tuple[Page, Any]) -> tuple[dedup.PageId, tuple[int, tuple[Page, Any]]]:
-    return dedup.page_id(prepared[0]), (_PAGE, prepared)
+def _key_split_page_by_id(page: Page) -> tuple[dedup.PageId, tuple[int, tuple[Page, list[list[str]]]]]:
+    """A page keyed by id with its Punkt sentences per line, split once for both the claims and the removal. From
+    here on the text travels as its sentences only (the page's `text` is emptied): neither per-page function reads
+    it when it has the sentences, and the join then carries each page's text once instead of twice."""
+    return dedup.page_id(page), (_PAGE, (replace(page, text=""), dedup.sentences_by_line(page)))
 
 
 class _JoinById(beam.PTransform):
@@ -184,20 +187,14 @@ class _JoinById(beam.PTransform):
         return tagged_inputs | "Flatten" >> beam.Flatten() | "GroupByKey" >> beam.GroupByKey()
 
 
-def _split_page(page: Page) -> tuple[Page, list[list[str]]]:
-    """A page with its Punkt sentences per line, split once for both the claims and the removal. From here on the
-    text travels as its sentences only (the page's `text` is emptied): neither per-page function reads it when it
-    has the sentences, and the join then carries each page's text once instead of twice."""
-    return replace(page, text=""), dedup.sentences_by_line(page)
+def _split_page_first_claims(keyed) -> tuple[dedup.PageId, dict[dedup.Key, int]]:
+    identity, (_, (_, lines)) = keyed
+    return identity, dedup.first_occurrences(dedup.window_keys(lines))
 
 
-def _split_page_first_claims(prepared: tuple[Page, list[list[str]]]) -> tuple[dedup.PageId, dict[dedup.Key, int]]:
-    page, lines = prepared
-    return dedup.page_id(page), dedup.first_occurrences(dedup.window_keys(lines))
-
-
-def _line_first_claims(page: Page) -> tuple[dedup.PageId, dict[dedup.Key, int]]:
-    return dedup.page_id(page), dedup.first_occurrences(dedup.line_keys(page))
+def _line_first_claims(keyed) -> tuple[dedup.PageId, dict[dedup.Key, int]]:
+    identity, (_, page) = keyed
+    return identity, dedup.first_occurrences(dedup.line_keys(page))
 
 
 def _remove_unowned_split(prepared: tuple[Page, list[list[str]]], owned: list[int], **options) -> Outcome:
@@ -211,7 +208,7 @@ def _remove_unowned_lines(page: Page, owned: list[tuple[dedup.Key, int]], **opti
 
 class _RemoveUnowned(beam.DoFn):
     """Joined `(page id, [(_PAGE, page), (_OWNED, [payload, ...]), ...])` -> the page after the removal rule (the
-    joined page is the prepared page when the transform has a `prepare` step, a payload what `owned_payload` sends;
+    joined page is what `key_by_id` keyed (a split page for the sentence dedup), a payload what `owned_payload` sends;
     the owned payloads come in one list per bundle of `_ToOwner`)."""
 
     def __init__(self, remove: Callable[..., Outcome], namespace: str) -> None:
@@ -244,12 +241,12 @@ class _RemoveUnowned(beam.DoFn):
 class _OwnershipDedup(beam.PTransform):
     """Claims -> smallest claim per key (combiner) -> back to the owner page -> per-page removal."""
 
-    # Set by subclasses: what `prepare` yields (or a page) -> its page id and the first occurrence of each key.
+    # The step that keys each page by id for the join: page -> (page id, (_PAGE, value)); the claims read the keyed
+    # page and the remover gets the value. A subclass may pair the page with what both need (its Punkt sentences).
+    key_by_id: Callable[[Page], tuple[dedup.PageId, tuple[int, Any]]] = _key_by_id
+    # Set by subclasses: a keyed page -> its page id and the first occurrence of each of its keys.
     first_claims: Callable[[Any], tuple[dedup.PageId, dict[dedup.Key, int]]]
     namespace: str
-    # Optional per-page step run once before both branches (page -> prepared element, e.g. the page with its Punkt
-    # sentences); claims, the join and the remover then see the prepared element instead of the page.
-    prepare: Callable[[Page], Any] | None = None
     # What an owned key sends back to its page, from (key, occurrence): only what the remover reads.
     owned_payload: Callable[[dedup.Key, int], Any] = _key_and_occurrence
 
@@ -260,23 +257,18 @@ class _OwnershipDedup(beam.PTransform):
         self.min_num_sentences, self.buckets = min_num_sentences, buckets
 
     def remover(self) -> Callable[[Any, list], Outcome]:
-        """The per-page removal function of a (prepared) page and the payloads of its owned keys, picklable (a
+        """The per-page removal function of what `key_by_id` keyed and the payloads of its owned keys, picklable (a
         partial of a module-level function)."""
         raise NotImplementedError
 
     def expand(self, pages):
-        prepare = type(self).prepare
-        key_by_id = _key_by_id
-        if prepare is not None:
-            pages = pages | "Prepare" >> beam.Map(prepare)
-            key_by_id = _key_prepared_by_id
+        keyed_pages = pages | "KeyById" >> beam.Map(type(self).key_by_id)
         owned = (
-            pages
+            keyed_pages
             | "EmitClaims" >> beam.ParDo(_EmitClaims(type(self).first_claims, self.namespace, self.buckets))
             | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaims())
             | "ToOwner" >> beam.ParDo(_ToOwner(self.namespace, type(self).owned_payload))
         )
-        keyed_pages = pages | "KeyById" >> beam.Map(key_by_id)
         return (
             (keyed_pages, owned)
             | "JoinById" >> _JoinById()
@@ -301,7 +293,7 @@ class DedupSentences(_OwnershipDedup):
     # Punkt is this mode's cost: each page is split once and its sentences travel with it to the removal.
     first_claims = staticmethod(_split_page_first_claims)
     namespace = dedup.SENTENCES_NAMESPACE
-    prepare = staticmethod(_split_page)
+    key_by_id = staticmethod(_key_split_page_by_id)
     owned_payload = staticmethod(_occurrence_only)  # the removal keeps windows by occurrence number
 
     def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES, tfds_1x_quirk: bool = False,
