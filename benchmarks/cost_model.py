@@ -8,7 +8,7 @@ The rates are rows of benchmarks/RESULTS.md, each with its date and command: the
 (variant `en`, sentence dedup) in memory, on the DirectRunner with 2 worker processes and on Beam's DaskRunner with 2
 workers, disk shuffle ("In memory, ninth session", 2026-11-26, `bench_runners.py --files 30 --copies 10 --runs
 in_memory dask_disk multi_processing --rounds 2`: perturbed copies, on which the text dedup keeps about half of each
-page; its last call), and the task shuffle from the eighth session's last table (not run since). The reference is
+page; the call with the final code), and the task shuffle from the eighth session's last table (not run since). The reference is
 the T5 README's ~335 CPU-days for C4 `en` from one Common Crawl dump on Dataflow (WET download included). Prints
 Markdown tables.
 """
@@ -24,19 +24,19 @@ REFERENCE_CPU_DAYS = 335
 DEFAULT_DUMP_PAGES = (2.65e9, 2.9e9)
 MEASURED_RATES = (  # (what was measured, raw pages/s per core)
     ("rules only, pure functions, 1 core (2026-11-21)", 2029.0),
-    ("default `c4prep run`, DirectRunner in memory, 100,500 pages (2026-11-26, ninth session)", 2319.0),
-    ("default `c4prep run`, DirectRunner multi_processing, 2 workers, 100,500 pages (ninth session)", 1580.0),
+    ("default `c4prep run`, DirectRunner in memory, 100,500 pages (2026-11-26, ninth session)", 2316.0),
+    ("default `c4prep run`, DirectRunner multi_processing, 2 workers, 100,500 pages (ninth session)", 1598.0),
     ("default `c4prep run`, Beam's DaskRunner, 2 workers, task shuffle, 100,500 pages (eighth session)", 906.0),
     ("default `c4prep run`, Beam's DaskRunner, 2 workers, disk shuffle (the default), 100,500 pages (ninth session)",
-     1444.0),
+     1564.0),
     ("first version of the rules: pure-Python langdetect as TFDS, Punkt on every line, 1 core", 218.0),
 )
 # The distributed run the projection scales out: its per-core rate, the cores of one worker machine (this one), and
 # the peak memory each of its 2 SDK worker processes reached on 50,250 pages each (the driver, which holds
-# the DirectRunner's shuffle, reached 1,561 MiB; on Dataflow the shuffle service holds it).
-DISTRIBUTED_RATE = 1580.0
+# the DirectRunner's shuffle, reached 1,563 MiB; on Dataflow the shuffle service holds it).
+DISTRIBUTED_RATE = 1598.0
 CORES_PER_WORKER = 2
-WORKER_PEAK_MIB = (932, 955)
+WORKER_PEAK_MIB = (873, 907)
 DEFAULT_WORKERS = (10, 100, 1000)
 
 
