@@ -180,7 +180,8 @@ class EnglishPunkt(PunktSentenceTokenizer):
         one's is dropped. NLTK finds the word's start by scanning the text between two matches backwards one
         character at a time for a whitespace character; here `str.rfind` does, for each whitespace character the
         text holds. As in NLTK, a whitespace right at the previous match counts as none: the word then starts where
-        the previous one did."""
+        the previous one did. The pattern runs on the stdlib `re` unless the text holds one of the four characters
+        the engines read differently (see `UntimedLanguageVars.period_context_stdlib`)."""
         spaces = [space for space in string.whitespace if space in text]
         candidates = []
         previous = None
