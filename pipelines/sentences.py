@@ -126,11 +126,17 @@ class EnglishPunkt(PunktSentenceTokenizer):
         shown without tokens; False means the passes must run. The first pass breaks a word of two or more
         characters that does not end in ".." (so is no ellipsis) and is no known abbreviation. The second pass
         takes the break back only for a collocation that starts with the word's type (its lowercase form less the
-        period), and looks again only at initials ("J.") and numbers (type "##number##")."""
+        period), and looks again only at initials ("J.") and numbers (type "##number##"). For two or more ASCII
+        letters and the period, that comes down to: the lowercase word is no abbreviation and starts no collocation
+        (no hyphen, no initial, no number)."""
         if len(word) < 2 or word[-2] == ".":
             return False
-        stem = word[:-1].lower()
         abbreviations = self._params.abbrev_types
+        letters = word[:-1]
+        if len(letters) > 1 and letters.isascii() and letters.isalpha():
+            word_type = letters.lower()
+            return word_type not in abbreviations and word_type not in self._collocation_starts
+        stem = letters.lower()
         if stem in abbreviations or stem.split("-")[-1] in abbreviations:
             return False
         lowered = word.lower()
@@ -216,21 +222,14 @@ class EnglishPunkt(PunktSentenceTokenizer):
         """`text_contains_sentbreak` of a candidate's context, settled without NLTK's word tokens when the word
         before the end mark is all letters: NLTK's word pattern then makes that word one token with the mark when
         the mark is a period followed by whitespace (so `breaks_whatever_follows` may decide it), and a token of its
-        own before a "?" or "!", which always breaks. For two or more ASCII letters, `breaks_whatever_follows`
-        comes down to: the lowercase word is no abbreviation and starts no collocation (no hyphen, no initial, no
-        number)."""
+        own before a "?" or "!", which always breaks."""
         mark_at = match.start()
         word = text[word_start:mark_at]
         if word.isalpha():
             if text[mark_at] != ".":
                 return True
-            if match.start("next_tok") >= 0:
-                if word.isascii() and len(word) > 1:
-                    word_type = word.lower()
-                    if word_type not in self._params.abbrev_types and word_type not in self._collocation_starts:
-                        return True
-                elif self.breaks_whatever_follows(word + "."):
-                    return True
+            if match.start("next_tok") >= 0 and self.breaks_whatever_follows(word + "."):
+                return True
         return self.text_contains_sentbreak(self._context(text, match, word_start))
 
     def sentences_from_text(self, text: str, realign_boundaries: bool = True) -> list[str]:
