@@ -2,13 +2,13 @@
 
 Shape of both transforms (the per-page functions are the ones the in-memory references use):
 
-    pages ─ ParDo(claim blocks) ─ CombinePerKey(bucket: smallest claims) ─ ParDo(-> (owner id, [payload, ...])) ─┐
-    pages ─ Map(-> (page id, page)) ──────────────────────────────────────────────── Flatten, GroupByKey(id) ┴─ ...
+    pages ─ Map(-> (page id, page)) ─┬─ ParDo(claim blocks) ─ CombinePerKey(bucket: smallest claims) ─ ParDo(...) ─┐
+                                     └────────────────────────────────────────────── Flatten, GroupByKey(id) ┴─ ...
 
-(`...`: ParDo(remove).) `DedupSentences` pairs each page with its Punkt sentences per line in the step that keys it
-by id (`KeyById`): both branches use that pair, so every page is split once, not once for its claims and
-again for its removal (Punkt is most of this mode's cost), and the sentences travel through the join in place of the
-page's text. Its owners send back only the occurrence numbers (the window keys are not needed by the removal); mode
+(`ParDo(...)`: -> (owner id, [payload, ...]); `...`: ParDo(remove).) `DedupSentences` pairs each page with its
+Punkt sentences per line in the step that keys it by id (`KeyById`): both branches use that pair, so every page is
+split once, not once for its claims and again for its removal (Punkt is most of this mode's cost), and the sentences
+travel through the join in place of the page's text. Its owners send back only the occurrence numbers (the window keys are not needed by the removal); mode
 `lines` sends `(key, occurrence)`.
 
 Few, large elements: a page makes about 20 span keys, nearly all of them unique on a real crawl. The claims travel
@@ -197,8 +197,8 @@ def _line_first_claims(keyed) -> tuple[dedup.PageId, dict[dedup.Key, int]]:
     return identity, dedup.first_occurrences(dedup.line_keys(page))
 
 
-def _remove_unowned_split(prepared: tuple[Page, list[list[str]]], owned: list[int], **options) -> Outcome:
-    page, lines = prepared
+def _remove_unowned_split(split: tuple[Page, list[list[str]]], owned: list[int], **options) -> Outcome:
+    page, lines = split
     return dedup.remove_unowned_sentences(page, owned, lines=lines, **options)
 
 
