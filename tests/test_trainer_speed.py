@@ -53,6 +53,33 @@ def test_compile_mode_reaches_torch_compile(tmp_path, monkeypatch):
     assert graphs.settings.cuda_graphs and not default.settings.cuda_graphs  # only CUDA graphs mark each step's start
 
 
+def varying_row_batches(step: int):
+    """Rows of 16 random tokens, 3-5 of them a step (as re-packed rows come), a function of the step alone."""
+    while True:
+        rows = 3 + step % 3
+        tokens = torch.randint(0, VOCAB, (rows, 17), generator=torch.Generator().manual_seed(step))
+        yield {"input_tokens": tokens[:, :-1], "target_tokens": tokens[:, 1:], "loss_weights": torch.ones(rows, 16)}
+        step += 1
+
+
+@pytest.mark.parametrize("rows_vary, compilations", [(True, 1), (False, 2)])
+def test_varying_row_counts_compile_once_when_the_trainer_is_told(tmp_path, monkeypatch, rows_vary, compilations):
+    """Told that rows vary (re-packed rows), the compiled forward takes the row count as dynamic from the first
+    batch: one compilation, not a static one and then a dynamic one at the second shape."""
+    from torch._dynamo.testing import CompileCounter
+
+    counter, compile_with = CompileCounter(), torch.compile
+    monkeypatch.setattr(torch, "compile", lambda module, mode=None: compile_with(module, backend=counter))
+    torch._dynamo.reset()
+    trainer = gpt_trainer(tmp_path / "compiled", "trainer.compile=true")
+    trainer.train_batches, trainer.rows_vary = varying_row_batches, rows_vary
+    losses = [s.loss for s in trainer.fit()]
+    assert counter.frame_count == compilations
+    eager = gpt_trainer(tmp_path / "eager")
+    eager.train_batches = varying_row_batches
+    assert losses == pytest.approx([s.loss for s in eager.fit()], rel=1e-5)
+
+
 @pytest.mark.parametrize("mode, multiple", [("default", 1), ("reduce-overhead", 8)])
 def test_a5_pretraining_with_cuda_graphs_gets_micro_batches_of_a_multiple_of_8_rows(tmp_path, shared_data, mode,
                                                                                     multiple):
@@ -68,6 +95,7 @@ def test_a5_pretraining_with_cuda_graphs_gets_micro_batches_of_a_multiple_of_8_r
     rows = [len(batch["input_tokens"]) for _, batch in zip(range(6), trainer.train_batches(0))]
     assert all(count % multiple == 0 for count in rows) and all(count < 128 for count in rows)
     assert multiple == 8 or any(count % 8 for count in rows)  # without graphs, the packed count is left as it is
+    assert trainer.rows_vary  # so the compiled forward takes the row count as dynamic from the first batch
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -7,10 +7,10 @@ a 2-process run equals a 1-process run with the same global batch.
 
 Speed options: ``trainer.compile`` runs the training forward passes through ``torch.compile`` (the model itself,
 its checkpoints and validation stay eager), in ``trainer.compile_mode`` (``reduce-overhead`` replays CUDA graphs,
-recorded once per batch shape: re-packed micro-batches then come in multiples of 8 rows). On CUDA only: TF32
-matmuls for fp32 work (``trainer.tf32``), torch's AdamW with its fused kernel (:func:`.optim.use_fused_kernel`),
-and batches copied without blocking from the memory the data loader pins (``make_loader``). On the CPU every run
-is what it was without them.
+recorded once per batch shape: re-packed micro-batches then come in multiples of 8 rows, and their row count is
+compiled as dynamic from the first batch). On CUDA only: TF32 matmuls for fp32 work (``trainer.tf32``), torch's
+AdamW with its fused kernel (:func:`.optim.use_fused_kernel`), and batches copied without blocking from the memory
+the data loader pins (``make_loader``). On the CPU every run is what it was without them.
 """
 from __future__ import annotations
 
@@ -86,6 +86,9 @@ class Trainer:
     checkpoint_extra: dict[str, Any] = field(default_factory=dict)
     grad_hook: Callable[[int], None] | None = None  # called with the step after backward, before clipping
     step_hook: Callable[[int], None] | None = None  # called with the step before its first forward pass
+    # Micro-batches come with varying row counts (re-packed rows): the compiled forward passes then take the row
+    # count as dynamic from the first batch and compile once, not once static and again dynamic at the second shape.
+    rows_vary: bool = False
     step: int = 0
     validation: dict[str, float] | None = None  # the latest validation metrics
 
@@ -182,6 +185,9 @@ class Trainer:
             last = index == len(micro_batches) - 1
             if self.settings.cuda_graphs:  # a new step: the graphs may overwrite the previous step's outputs
                 torch.compiler.cudagraph_mark_step_begin()
+            if self.rows_vary and self.settings.compile:
+                for tensor in batch.values():
+                    torch._dynamo.maybe_mark_dynamic(tensor, 0)
             with (nullcontext() if last or self.ddp is None else self.ddp.no_sync()), self._autocast():
                 micro_loss, _ = self.batch_loss.loss(module, batch)
                 (micro_loss * scale).backward()

@@ -126,7 +126,7 @@ def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSource, validat
              "config": (checkpoint_config or {}) | {"stage": cfg.stage}}
     trainer = Trainer(settings, ctx.run_dir, model, batch_loss, optimizer, scheduler, train_batches, plan.grad_accum,
                       ctx.env, ctx.device, eval_batches=validation_batches if validation is not None else None,
-                      checkpoint_extra=extra)
+                      checkpoint_extra=extra, rows_vary=pack_length is not None)
     restore(trainer, cfg, stream.fingerprint)
     return trainer
 
