@@ -3,8 +3,9 @@
 For each variant (vanilla and synthesizer attention; bf16 and fp32, each eager and with CUDA graphs on padded rows:
 ``trainer.compile=true trainer.compile_mode=reduce-overhead data.pack=false``; bf16 with CUDA graphs on re-packed rows
 (``-graphs-packed``: about half the positions, in micro-batches of a multiple of 8 rows), and so in fp32 with TF32
-matmuls; bf16 compiled without graphs) the real ``train`` command runs, as a subprocess, fresh (``resume=never``),
-with 4 data-loader processes.
+matmuls, and so with the losses read at log steps only (``-queued``: ``trainer.loss_check=log``, the host queues
+steps ahead of the GPU); bf16 compiled without graphs) the real ``train`` command runs, as a subprocess, fresh
+(``resume=never``), with 4 data-loader processes.
 The compile options apply to pretraining alone: fine-tuning has 80 steps, too few to repay compiling them.
 
 1. pretraining: ``experiment=cs224n_a5_pretrain`` (650 epochs of span-corrupted wiki.txt, batch 128, lr 6e-3,
@@ -53,6 +54,7 @@ VARIANTS = {  # name: (model.attention, trainer.precision, further overrides of 
     "vanilla-bf16-graphs-packed": ("causal", "bf16", GRAPHS_PACKED),
     "synthesizer-bf16-graphs-packed": ("synthesizer", "bf16", GRAPHS_PACKED),
     "vanilla-fp32-tf32-graphs-packed": ("causal", "fp32", [*GRAPHS_PACKED, "trainer.tf32=true"]),
+    "vanilla-bf16-graphs-packed-queued": ("causal", "bf16", [*GRAPHS_PACKED, "trainer.loss_check=log"]),
 }
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from c4prep.training.checkpoint import load_checkpoint
+from c4prep.training.checkpoint import latest_checkpoint, load_checkpoint
 from c4prep.training.cli import main
 from c4prep.training.config import load_config
 from c4prep.training.distributed import DistEnv
@@ -113,10 +113,9 @@ class NaNAfterFirstStep:
         return 1
 
 
-def linear_trainer(run_dir: Path, max_steps: int) -> Trainer:
-    settings = load_config([f"trainer.max_steps={max_steps}", "trainer.progress=false",
-                                             "trainer.tensorboard=false", "trainer.global_batch_size=1",
-                                             "trainer.micro_batch_size=1"]).trainer
+def linear_trainer(run_dir: Path, max_steps: int, *overrides: str) -> Trainer:
+    settings = load_config([f"trainer.max_steps={max_steps}", "trainer.progress=false", "trainer.tensorboard=false",
+                            "trainer.global_batch_size=1", "trainer.micro_batch_size=1", *overrides]).trainer
     torch.manual_seed(0)
     model = torch.nn.Linear(2, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -135,3 +134,12 @@ def test_non_finite_loss_stops_before_the_update(tmp_path):
     assert diverging.step == 1
     for name, value in one_step.model.state_dict().items():  # the NaN step changed nothing
         assert torch.equal(diverging.model.state_dict()[name], value)
+
+
+def test_losses_read_at_log_steps_stop_the_run_at_the_next_read_before_any_checkpoint(tmp_path):
+    diverging = linear_trainer(tmp_path, 8, "trainer.loss_check=log", "trainer.log_every=4",
+                               "trainer.checkpoint_every=4")
+    with pytest.raises(TrainingDiverged, match="loss is nan at step 2 .* the 2 step"):
+        diverging.fit()
+    assert diverging.step == 4  # steps 3 and 4 were queued before the read at step 4
+    assert latest_checkpoint(tmp_path) is None  # the read comes before the checkpoint of step 4

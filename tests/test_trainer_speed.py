@@ -44,6 +44,18 @@ def test_compiled_training_matches_eager(tmp_path):
     assert not any(name.startswith("_orig_mod") for name in trainer.model.state_dict())  # checkpoints unchanged
 
 
+def test_losses_read_at_log_steps_train_as_losses_read_every_step(tmp_path):
+    """``trainer.loss_check=log`` only changes when the host reads the losses: same losses, gradient norms and
+    weights; the logged step times are the interval's mean."""
+    every_step = gpt_trainer(tmp_path / "step", "trainer.max_steps=5", "trainer.log_every=2")
+    at_logs = gpt_trainer(tmp_path / "log", "trainer.max_steps=5", "trainer.log_every=2", "trainer.loss_check=log")
+    expected, read = every_step.fit(), at_logs.fit()
+    assert [(s.loss, s.grad_norm, s.lr) for s in read] == [(s.loss, s.grad_norm, s.lr) for s in expected]
+    assert read[0].seconds == read[1].seconds and read[2].seconds == read[3].seconds  # read at steps 2, 4 and 5
+    for name, value in every_step.model.state_dict().items():
+        assert torch.equal(at_logs.model.state_dict()[name], value)
+
+
 def test_compile_mode_reaches_torch_compile(tmp_path, monkeypatch):
     modes = []
     monkeypatch.setattr(torch, "compile", lambda module, mode=None: modes.append(mode) or module)
@@ -101,8 +113,9 @@ def test_a5_pretraining_with_cuda_graphs_gets_micro_batches_of_a_multiple_of_8_r
 @pytest.mark.parametrize("overrides, message", [
     (["trainer.compile_mode=reduce-overhead"], "trainer.compile_mode=reduce-overhead needs trainer.compile=true"),
     (["trainer.compile=true", "trainer.compile_mode=fast"], "trainer.compile_mode"),
+    (["trainer.loss_check=never"], "trainer.loss_check"),
 ])
-def test_compile_mode_mistakes_are_refused(overrides, message):
+def test_speed_option_mistakes_are_refused(overrides, message):
     with pytest.raises(TrainConfigError, match=message):
         load_config(overrides)
 

@@ -22,6 +22,7 @@ from .models.t5 import T5Config
 
 PRECISIONS = ("fp32", "bf16")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
+LOSS_CHECKS = ("step", "log")  # when the host reads the loss: before each update, or at log/eval/checkpoint steps
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the compile modes that replay CUDA graphs
 DEVICES = ("auto", "cpu", "cuda")
 RESUME_MODES = ("auto", "never", "must")
@@ -49,11 +50,13 @@ class TrainerConfig:
     compile: bool = False  # torch.compile the training forward passes
     compile_mode: str = "default"  # torch.compile's mode; reduce-overhead replays CUDA graphs (static shapes)
     tf32: bool = False  # CUDA only: TF32 tensor cores for fp32 matmuls
+    loss_check: str = "step"  # step: each loss read before its update; log: read at log/eval/checkpoint steps
 
     def __post_init__(self) -> None:
         require_choice("trainer.precision", self.precision, PRECISIONS)
         require_choice("trainer.device", self.device, DEVICES)
         require_choice("trainer.compile_mode", self.compile_mode, COMPILE_MODES)
+        require_choice("trainer.loss_check", self.loss_check, LOSS_CHECKS)
         if self.compile_mode != "default" and not self.compile:
             raise TrainConfigError(f"trainer.compile_mode={self.compile_mode} needs trainer.compile=true")
         for name in ("max_steps", "global_batch_size", "micro_batch_size", "log_every", "keep_checkpoints"):

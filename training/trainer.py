@@ -71,6 +71,19 @@ class StepStats:
 
 
 @dataclass
+class _QueuedStep:
+    """A step as the host queued it: its loss and gradient norm may still be computing on the device."""
+
+    step: int
+    loss: torch.Tensor
+    grad_norm: torch.Tensor
+    lr: float
+    tokens: int
+    seconds: float
+    data_seconds: float
+
+
+@dataclass
 class Trainer:
     settings: TrainerConfig
     run_dir: Path
@@ -140,22 +153,31 @@ class Trainer:
         """Train from ``self.step`` to ``settings.max_steps``; returns the stats of the steps run."""
         settings = self.settings
         history: list[StepStats] = []
+        queued: list[_QueuedStep] = []
         batches = self.train_batches(self.step)
         bar = tqdm(total=settings.max_steps, initial=self.step, unit="step", dynamic_ncols=True,
                    disable=not (settings.progress and self.env.is_main))
+        interval_started = time.perf_counter()
         try:
             while self.step < settings.max_steps:
-                stats = self._train_step(batches)
+                queued.append(self._train_step(batches))
                 self.step += 1
-                history.append(stats)
                 bar.update(1)
-                bar.set_postfix(loss=f"{stats.loss:.4f}", tok_s=f"{stats.tokens / stats.seconds:,.0f}")
-                if self.step % settings.log_every == 0 or self.step == settings.max_steps:
-                    self.logger.log(self.step, "train", {**_train_metrics(stats),
+                logs = self.step % settings.log_every == 0 or self.step == settings.max_steps
+                evaluates = settings.eval_every and self.step % settings.eval_every == 0
+                saves = settings.checkpoint_every and self.step % settings.checkpoint_every == 0
+                if settings.loss_check == "step" or logs or evaluates or saves:
+                    history += self._read_queued(queued, time.perf_counter() - interval_started)
+                    queued.clear()
+                    interval_started = time.perf_counter()
+                    stats = history[-1]
+                    bar.set_postfix(loss=f"{stats.loss:.4f}", tok_s=f"{stats.tokens / stats.seconds:,.0f}")
+                if logs:
+                    self.logger.log(self.step, "train", {**_train_metrics(history[-1]),
                                                           **getattr(self.batch_loss, "step_metrics", {})})
-                if settings.eval_every and self.step % settings.eval_every == 0:
+                if evaluates:
                     self.evaluate()
-                if settings.checkpoint_every and self.step % settings.checkpoint_every == 0:
+                if saves:
                     self.save()
             if self.eval_batches is not None and (not settings.eval_every or self.step % settings.eval_every):
                 self.evaluate()
@@ -166,7 +188,24 @@ class Trainer:
             self.logger.close()
         return history
 
-    def _train_step(self, batches: Iterator[Batch]) -> StepStats:
+    def _read_queued(self, queued: list[_QueuedStep], seconds: float) -> list[StepStats]:
+        """The queued steps' stats, their losses and gradient norms read from the device at once; stops the run at
+        the first non-finite loss. With ``trainer.loss_check=log`` each step is given an equal share of the
+        ``seconds`` the queue took (the host's own step times do not wait for the device)."""
+        values = torch.stack([v.double() for q in queued for v in (q.loss, q.grad_norm)]).tolist()
+        read = []
+        for index, q in enumerate(queued):
+            loss, grad_norm = values[2 * index], values[2 * index + 1]
+            if not math.isfinite(loss):
+                raise TrainingDiverged(
+                    f"loss is {loss} at step {q.step} (lr {q.lr:.3g}); the {self.step - q.step} step(s) after it were "
+                    f"queued before the check (trainer.loss_check=log): lower the learning rate, keep "
+                    f"trainer.grad_clip > 0 or use trainer.precision=fp32, then resume from the last checkpoint")
+            step_seconds = q.seconds if self.settings.loss_check == "step" else seconds / len(queued)
+            read.append(StepStats(loss, grad_norm, q.lr, q.tokens, step_seconds, q.data_seconds))
+        return read
+
+    def _train_step(self, batches: Iterator[Batch]) -> _QueuedStep:
         if self.step_hook is not None:
             self.step_hook(self.step)
         started = time.perf_counter()
@@ -192,22 +231,22 @@ class Trainer:
                 micro_loss, _ = self.batch_loss.loss(module, batch)
                 (micro_loss * scale).backward()
             loss_sum += micro_loss.detach().double()
-        loss = (all_reduce_sum(loss_sum, self.env) / targets.clamp(min=1)).item()
-        if not math.isfinite(loss):
+        loss = all_reduce_sum(loss_sum, self.env) / targets.clamp(min=1)
+        if self.settings.loss_check == "step" and not math.isfinite(loss.item()):
             self.optimizer.zero_grad(set_to_none=True)
             raise TrainingDiverged(
-                f"loss is {loss} at step {self.step + 1} (lr {self._lr():.3g}); lower the learning rate, keep "
+                f"loss is {loss.item()} at step {self.step + 1} (lr {self._lr():.3g}); lower the learning rate, keep "
                 f"trainer.grad_clip > 0 or use trainer.precision=fp32, then resume from the last checkpoint")
         if self.grad_hook is not None:
             self.grad_hook(self.step)
         max_norm = self.settings.grad_clip or math.inf
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm).item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
         lr = self._lr()
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         tokens = sum(self.batch_loss.num_tokens(b) for b in micro_batches) * self.env.world_size
-        return StepStats(loss, grad_norm, lr, tokens, time.perf_counter() - started, data_seconds)
+        return _QueuedStep(self.step + 1, loss, grad_norm, lr, tokens, time.perf_counter() - started, data_seconds)
 
     def _lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
