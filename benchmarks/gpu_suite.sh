@@ -3,10 +3,11 @@
 #
 #   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
 #
-# --quick is meant for a 15-minute GPU lease: the A5 recipe's vanilla-bf16-graphs-packed variant (CUDA graphs on
-# re-packed rows: 186.7 s on an H200 in the tenth session) against the same with the losses read at log steps only
-# (-queued, trainer.loss_check=log; not yet run on a GPU), then the tests and the layout check (143 s and 9 s on an
-# H200).
+# --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: T5 t5_small batch 32 ours
+# against HF, compiled, with FlexAttention (its score_mod reads a dense bias since the tenth session; 147 s on an
+# H200 before), the A5 recipe's vanilla-bf16-graphs-packed variant (CUDA graphs on re-packed rows: 186.7 s on an
+# H200) against the same with the losses read at log steps only (-queued, trainer.loss_check=log; not yet run on a
+# GPU), then the tests and the layout check (143 s and 9 s on an H200).
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/ and ptb/. Steps, each logged to <results>/<step>.log:
@@ -65,7 +66,10 @@ t5_steps() {  # t5_steps <size> <batch>: ours against HF, eager and compiled; th
         --json "$OUT/t5_throughput_flex_$1_b$2.json"
 }
 
-if $QUICK; then  # what earlier leases left unmeasured first: the host queueing steps ahead of the GPU
+if $QUICK; then  # what earlier leases left unmeasured first: FlexAttention's dense bias, the host queueing steps
+    step "t5_throughput_flex_t5_small_b32" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile --flex \
+        --precision bf16 --size t5_small --batch 32 --rounds 5 --steps-per-round 4 --warmup 3 \
+        --json "$OUT/t5_throughput_flex_t5_small_b32.json"
     step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5" \
         --variants vanilla-bf16-graphs-packed vanilla-bf16-graphs-packed-queued
 fi

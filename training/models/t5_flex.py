@@ -19,7 +19,6 @@ import torch
 from torch import Tensor, nn
 from torch.nn.attention.flex_attention import BlockMask, and_masks, create_block_mask, flex_attention
 
-from .t5_attention import relative_position_bucket
 
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 # On an H200 (torch 2.11) t5_small's heads of 64 failed to compile with PyTorch's default forward blocks (128 x 128
@@ -52,21 +51,16 @@ def _compiled_flex() -> Callable[..., Tensor]:
     return torch.compile(flex_attention)
 
 
-def relative_bias_mod(stack: nn.Module, query_positions: Tensor, key_positions: Tensor, batch: int) -> ScoreMod:
-    """``score + table[bucket(key position - query position), head]`` with ``stack``'s relative-bias table (a
-    learned, captured tensor: its gradient comes back through flex_attention) and bucketing (bidirectional in the
-    encoder). Positions are [B or 1, T]."""
-    config, table = stack.config, stack.relative_bias.weight
-    query_positions, key_positions = query_positions.expand(batch, -1), key_positions.expand(batch, -1)
-
-    def score_mod(score: Tensor, b: Tensor, h: Tensor, q: Tensor, kv: Tensor) -> Tensor:
-        bucket = relative_position_bucket(key_positions[b, kv] - query_positions[b, q],
-                                          bidirectional=not stack.is_decoder,
-                                          num_buckets=config.relative_attention_num_buckets,
-                                          max_distance=config.relative_attention_max_distance)
-        return score + table[bucket, h]
-
-    return score_mod
+def relative_bias_mod(stack: nn.Module, query_positions: Tensor, key_positions: Tensor) -> ScoreMod:
+    """``score + bias[b, h, q, kv]`` with ``stack``'s relative-position bias [B or 1, H, Tq, Tk] from [B or 1, T]
+    positions, computed once per forward pass as the dense path computes it. Its gradient reaches the learned
+    bucket table through the table lookup's backward: the kernel's backward then writes the gradient of that
+    bias instead of adding every score's into the table's few (buckets x heads) entries, which a score_mod that
+    bucketed the distances itself would have it do."""
+    bias = stack.position_bias(query_positions, key_positions)
+    if bias.shape[0] == 1:
+        return lambda score, b, h, q, kv: score + bias[0, h, q, kv]
+    return lambda score, b, h, q, kv: score + bias[b, h, q, kv]
 
 
 def flex_scores(query_tokens: Tensor, key_tokens: Tensor, segments: tuple[Tensor, Tensor] | None, *,
@@ -93,7 +87,7 @@ def encoder_scores(stack: nn.Module, tokens: Tensor, segments: Tensor | None, po
                    pad_id: int) -> FlexScores:
     """The encoder's self-attention as the dense path masks it: within segments, else over non-padding keys."""
     return flex_scores(tokens, tokens, None if segments is None else (segments, segments), pad_id=pad_id,
-                       score_mod=relative_bias_mod(stack, positions, positions, len(tokens)))
+                       score_mod=relative_bias_mod(stack, positions, positions))
 
 
 def decoder_scores(stack: nn.Module, tokens: Tensor, encoder_tokens: Tensor, segments: Tensor | None,
@@ -101,7 +95,7 @@ def decoder_scores(stack: nn.Module, tokens: Tensor, encoder_tokens: Tensor, seg
     """The decoder's causal self-attention (within segments) and its cross-attention (within segments, else over
     the encoder's non-padding keys; no position bias)."""
     self_scores = flex_scores(tokens, tokens, None if segments is None else (segments, segments), causal=True,
-                              score_mod=relative_bias_mod(stack, positions, positions, len(tokens)))
+                              score_mod=relative_bias_mod(stack, positions, positions))
     cross_scores = flex_scores(tokens, encoder_tokens, None if segments is None else (segments, encoder_segments),
                                pad_id=pad_id)
     return self_scores, cross_scores
