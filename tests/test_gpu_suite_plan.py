@@ -1,0 +1,37 @@
+"""The GPU suite's plan, checked on the CPU so that a GPU lease is not lost to a typo: every A5 recipe variant that
+benchmarks/gpu_suite.sh names exists, and every variant's overrides make a valid config for both of its phases."""
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from c4prep.training.config import load_config
+
+BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
+
+
+def _recipe_module():
+    spec = importlib.util.spec_from_file_location("gpu_a5_recipe", BENCHMARKS / "gpu_a5_recipe.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+VARIANTS = _recipe_module().VARIANTS
+
+
+def test_the_suite_names_only_known_variants():
+    script = (BENCHMARKS / "gpu_suite.sh").read_text().replace("\\\n", " ")
+    named = [name for listed in re.findall(r"--variants ([\w\- ]+)", script) for name in listed.split()]
+    assert "vanilla-bf16-graphs-packed-queued" in named  # the quick suite's A/B
+    assert set(named) <= set(VARIANTS)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_every_variant_makes_a_valid_config_for_both_phases(name):
+    attention, precision, overrides = VARIANTS[name]
+    common = [f"model.attention={attention}", f"trainer.precision={precision}"]
+    pretrain = load_config(["experiment=cs224n_a5_pretrain", *common, *overrides])
+    finetune = load_config(["experiment=cs224n_a5_finetune", *common])
+    assert (pretrain.trainer.precision, finetune.model.attention) == (precision, attention)
