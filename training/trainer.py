@@ -166,7 +166,7 @@ class Trainer:
                 logs = self.step % settings.log_every == 0 or self.step == settings.max_steps
                 evaluates = settings.eval_every and self.step % settings.eval_every == 0
                 saves = settings.checkpoint_every and self.step % settings.checkpoint_every == 0
-                if settings.loss_check == "step" or logs or evaluates or saves:
+                if logs or evaluates or saves:  # one read of the queue; trainer.loss_check=step checked each loss
                     history += self._read_queued(queued, time.perf_counter() - interval_started)
                     queued.clear()
                     interval_started = time.perf_counter()
@@ -190,8 +190,9 @@ class Trainer:
 
     def _read_queued(self, queued: list[_QueuedStep], seconds: float) -> list[StepStats]:
         """The queued steps' stats, their losses and gradient norms read from the device at once; stops the run at
-        the first non-finite loss. With ``trainer.loss_check=log`` each step is given an equal share of the
-        ``seconds`` the queue took (the host's own step times do not wait for the device)."""
+        the first non-finite loss (``trainer.loss_check=step`` has checked each before its update). With
+        ``trainer.loss_check=log`` each step is given an equal share of the ``seconds`` the queue took (the host's
+        own step times do not wait for the device)."""
         values = torch.stack([v.double() for q in queued for v in (q.loss, q.grad_norm)]).tolist()
         read = []
         for index, q in enumerate(queued):
