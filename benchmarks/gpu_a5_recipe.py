@@ -59,8 +59,9 @@ VARIANTS = {  # name: (model.attention, trainer.precision, further overrides of 
 
 
 def train(*overrides: str) -> dict[str, Any]:
-    """One `train` subprocess on the GPU: exit code, wall seconds, its JSON summary (empty on failure)."""
-    started = time.perf_counter()
+    """One `train` subprocess on the GPU: exit code, wall seconds, its JSON summary (empty on failure), and when it
+    started (epoch seconds, as the metrics' ``time``)."""
+    started, started_at = time.perf_counter(), time.time()
     result = subprocess.run([sys.executable, "-m", "c4prep.training.cli", *overrides, "trainer.device=cuda",
                              f"trainer.num_workers={LOADER_WORKERS}",
                              "trainer.progress=false", "trainer.tensorboard=false", "resume=never"],
@@ -68,7 +69,7 @@ def train(*overrides: str) -> dict[str, Any]:
     lines = result.stdout.strip().splitlines()
     summary = json.loads(lines[-1]) if result.returncode == 0 and lines else {}
     return {"returncode": result.returncode, "seconds": round(time.perf_counter() - started, 1), "summary": summary,
-            "stderr_tail": result.stderr[-1500:] if result.returncode else ""}
+            "started_at": started_at, "stderr_tail": result.stderr[-1500:] if result.returncode else ""}
 
 
 def run_variant(out: Path, name: str) -> dict[str, Any]:
@@ -80,7 +81,9 @@ def run_variant(out: Path, name: str) -> dict[str, Any]:
                            "pretrain": {k: pretrain[k] for k in ("returncode", "seconds", "stderr_tail")}}
     logged = [r for r in read_metrics(pre_dir / "metrics.jsonl") if r["split"] == "train"] \
         if (pre_dir / "metrics.jsonl").is_file() else []
-    if logged:
+    if logged:  # start-up (process, data, compilation, graph recording) ends with the first logged step
+        row["pretrain"]["first_log_after_s"] = round(logged[0]["time"] - pretrain["started_at"], 1)
+        row["pretrain"]["first_logged_step"] = logged[0]["step"]
         row["final_pretrain_loss"] = logged[-1]["metrics"]["loss"]
         row["final_grad_norm"] = logged[-1]["metrics"]["grad_norm"]
     if pretrain["returncode"] == 0:
