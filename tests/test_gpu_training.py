@@ -1,6 +1,6 @@
 """GPU tier, training (marker ``gpu``: skipped without CUDA; benchmarks/gpu_suite.sh runs it): bf16 tracks fp32 on
-short A5 and T5 runs, FlexAttention trains as the dense path does, ``trainer.compile`` and the CUDA trainer options,
-resume, and torchrun.
+short A5 and T5 runs, FlexAttention trains as the dense path does, ``trainer.compile`` and the CUDA trainer options
+(``trainer.loss_check=log`` under CUDA graphs among them), resume, and torchrun.
 
 The A5 cases place issue #23's divergence: c4prep's attention (written out for dropout in bf16 on CUDA), SDPA as
 PyTorch picks (memory-efficient for the packed rows' mask), its math backend, and flash or memory-efficient alone on
@@ -150,6 +150,16 @@ def test_compiled_a5_trains_as_eager(shared_data, tmp_path, record_property):
                              f"trainer.compile={mode == 'compiled'}".lower()))[0] for mode in ("eager", "compiled")}
     record_property("tails", {name: round(tail(curve, A5_TAIL), 4) for name, curve in curves.items()})
     assert abs(tail(curves["compiled"], A5_TAIL) - tail(curves["eager"], A5_TAIL)) <= A5_TOLERANCE
+
+
+def test_losses_read_at_log_steps_under_cuda_graphs(shared_data, tmp_path):
+    """trainer.loss_check=log with CUDA graphs on re-packed rows: the queued losses, read after later steps replayed
+    the graphs, are the losses read every step (no dropout, so both runs draw nothing; atomics allow rounding)."""
+    common = ["trainer.max_steps=30", "trainer.log_every=10", "trainer.precision=bf16", "+model.dropout=0.0",
+              "trainer.compile=true", "trainer.compile_mode=reduce-overhead"]
+    every_step, _ = train(a5(shared_data, tmp_path / "step", *common))
+    at_logs, _ = train(a5(shared_data, tmp_path / "log", *common, "trainer.loss_check=log"))
+    assert at_logs == pytest.approx(every_step, rel=1e-3)
 
 
 @pytest.mark.parametrize("tf32", [True, False])
