@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #23's GPU suite and GPU benchmarks, unattended, on one CUDA GPU (the A5 recipe alone trains 6 x 14,950 steps):
+# Issue #23's GPU suite and GPU benchmarks, unattended, on one CUDA GPU (the full A5 recipe trains 14 variants):
 #
 #   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
 #
@@ -7,7 +7,8 @@
 # against HF, compiled, with FlexAttention (its score_mod reads a dense bias since the tenth session; 147 s on an
 # H200 before), the A5 recipe's vanilla-bf16-graphs-packed variant (CUDA graphs on re-packed rows: 186.7 s on an
 # H200) against the same with the losses read at log steps only (-queued, trainer.loss_check=log; not yet run on a
-# GPU), then the tests and the layout check (143 s and 9 s on an H200).
+# GPU), then the tests and the layout check (143 s and 9 s on an H200): about 11 minutes in all, so a lease whose
+# calls stop at 10 minutes runs it as two calls (the steps are logged one by one, and any left out run alone).
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/ and ptb/. Steps, each logged to <results>/<step>.log:
