@@ -18,7 +18,8 @@ final pretraining loss and gradient norm, exit codes; the GPU, torch and CUDA ve
 (loss and gradient norm per logged step): ``<out>/a5_pretrain_curves.png`` when matplotlib is installed (the
 ``bench`` extra), else ``<out>/a5_pretrain_curves.csv``. A variant that fails is recorded and the next one runs.
 
-    python benchmarks/gpu_a5_recipe.py [--out benchmarks/results/gpu/a5] [--variants vanilla-bf16 ...] [--concurrent]
+    python benchmarks/gpu_a5_recipe.py [--out benchmarks/results/gpu/a5] [--variants vanilla-bf16 ...] [--seeds 0 1 ...]
+                                       [--concurrent]
 """
 from __future__ import annotations
 
@@ -72,12 +73,16 @@ def train(*overrides: str) -> dict[str, Any]:
             "started_at": started_at, "stderr_tail": result.stderr[-1500:] if result.returncode else ""}
 
 
-def run_variant(out: Path, name: str) -> dict[str, Any]:
+def run_variant(out: Path, name: str, seed: int = 0) -> dict[str, Any]:
+    """Pretraining then fine-tuning and answers, both phases with ``seed`` (the config's: model init, data order,
+    masks, dropout); runs of a seed other than 0 are labelled with it."""
     attention, precision, overrides = VARIANTS[name]
-    common = [f"model.attention={attention}", f"trainer.precision={precision}"]
-    pre_dir, ft_dir = out / f"{name}_pretrain", out / f"{name}_finetune"
+    common = [f"model.attention={attention}", f"trainer.precision={precision}", f"seed={seed}"]
+    label = name if seed == 0 else f"{name}-seed{seed}"
+    pre_dir, ft_dir = out / f"{label}_pretrain", out / f"{label}_finetune"
     pretrain = train("experiment=cs224n_a5_pretrain", f"output_dir={pre_dir}", *common, *overrides)
-    row: dict[str, Any] = {"variant": name, "attention": attention, "precision": precision, "overrides": overrides,
+    row: dict[str, Any] = {"variant": name, "seed": seed, "label": label, "attention": attention,
+                           "precision": precision, "overrides": overrides,
                            "pretrain": {k: pretrain[k] for k in ("returncode", "seconds", "stderr_tail")}}
     logged = [r for r in read_metrics(pre_dir / "metrics.jsonl") if r["split"] == "train"] \
         if (pre_dir / "metrics.jsonl").is_file() else []
@@ -107,7 +112,7 @@ def write_curves(out: Path, rows: list[dict[str, Any]]) -> Path:
         with path.open("w", newline="") as handle:
             writer = csv.writer(handle)
             writer.writerow(["variant", "step", "loss", "grad_norm"])
-            writer.writerows([row["variant"], p["step"], p["loss"], p["grad_norm"]] for row in rows
+            writer.writerows([row["label"], p["step"], p["loss"], p["grad_norm"]] for row in rows
                              for p in row["curve"])
         return path
     matplotlib.use("Agg")
@@ -117,9 +122,9 @@ def write_curves(out: Path, rows: list[dict[str, Any]]) -> Path:
     for row in rows:
         steps = [p["step"] for p in row["curve"]]
         dev = row.get("dev_accuracy")
-        label = row["variant"] + (f" (dev {dev:.1%})" if dev is not None else " (no dev answers)")
+        label = row["label"] + (f" (dev {dev:.1%})" if dev is not None else " (no dev answers)")
         loss_axis.plot(steps, [p["loss"] for p in row["curve"]], label=label)
-        norm_axis.plot(steps, [p["grad_norm"] for p in row["curve"]], label=row["variant"])
+        norm_axis.plot(steps, [p["grad_norm"] for p in row["curve"]], label=row["label"])
     loss_axis.set(ylabel="pretraining loss", title=f"CS224N A5 handout recipe, {torch.cuda.get_device_name()}")
     norm_axis.set(xlabel="optimizer step", ylabel="gradient norm (before clipping)", yscale="log")
     loss_axis.legend(fontsize=8)
@@ -133,13 +138,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/gpu/a5"))
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0],
+                        help="run every variant with each seed (the spread of dev accuracy between runs)")
     parser.add_argument("--concurrent", action="store_true",
                         help="run the variants at once on the one GPU: accuracies as alone, wall times not")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(len(args.variants) if args.concurrent else 1) as pool:
+    runs = [(name, seed) for name in args.variants for seed in args.seeds]
+    with ThreadPoolExecutor(len(runs) if args.concurrent else 1) as pool:
         rows = []
-        for row in pool.map(lambda name: run_variant(args.out, name), args.variants):
+        for row in pool.map(lambda run: run_variant(args.out, *run), runs):
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
     report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
