@@ -25,12 +25,12 @@ from apache_beam.runners.runner import PipelineRunner
 from apache_beam.transforms.environments import Environment
 
 from c4prep import job_gc
+from c4prep.dask_warm_up import DASK_RUNNER
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, live_tally, watching
 from c4prep.runner_results import JobInputError, RunnerSetupError, collect_counters
 
 REMOTE_RUNNERS = ("DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
-DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 OFFLINE_DIRECT_RUNNER = "c4prep.beam_runs.OfflineDirectRunner"
 RUNNER_ALIASES = {
     "DaskRunner": DASK_RUNNER,  # Beam knows its DaskRunner only by the full class path

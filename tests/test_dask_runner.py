@@ -26,6 +26,7 @@ from c4prep.runner_results import RunnerSetupError
 distributed = pytest.importorskip("distributed", reason="Dask is not installed: pip install 'apache-beam[dask]'")
 
 from c4prep.dask_runs import sum_task_counts  # noqa: E402  (needs Dask)
+from c4prep import dask_warm_up  # noqa: E402
 
 SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 NUM_PARTS = 4
@@ -486,3 +487,50 @@ def test_beams_wait_follows_the_jobs_futures_on_their_own_clients_loop(dask_clus
             assert DaskRunnerResult(jobs_client, futures).wait_until_finish() == "DONE"
             assert waiting_on_the_jobs_client(DaskRunnerResult(jobs_client, futures)) == "DONE"
     assert loops == [False, True]
+
+
+def test_fresh_workers_import_the_job_while_the_driver_starts(tmp_path):
+    """`c4prep run` on Dask first asks every worker to import the job's modules and goes on at once (a fresh worker
+    would otherwise import them when the job reaches it, while the driver waits)."""
+    scheduler_file, processes = tmp_path / "scheduler.json", []
+    try:
+        scheduler = _start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                            "--scheduler-file", str(scheduler_file)], tmp_path / "scheduler.log")
+        processes.append(scheduler)
+        address = _scheduler_address(scheduler_file, scheduler, tmp_path / "scheduler.log")
+        processes.append(_start(["worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
+                                 "--local-directory", str(tmp_path / "worker")], tmp_path / "worker.log"))
+        # a lambda travels by value (this test module is not importable on the worker)
+        has_imported_the_job = lambda modules=dask_warm_up.JOB_MODULES: all(m in sys.modules  # noqa: E731
+                                                                           for m in modules)
+        with distributed.Client(address, timeout=START_TIMEOUT_S) as client:
+            client.wait_for_workers(1, timeout=START_TIMEOUT_S)
+            assert not any(client.run(has_imported_the_job).values())
+            cluster = dask_warm_up.dask_cluster("DaskRunner", [f"--dask_client_address={address}", "--num_workers=2"])
+            started = time.monotonic()
+            dask_warm_up.warm_up_workers(cluster)
+            assert time.monotonic() - started < 5  # it does not wait for the imports
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not all(client.run(has_imported_the_job).values()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert all(client.run(has_imported_the_job).values())
+    finally:
+        for process in reversed(processes):
+            _stop(process)
+
+
+@pytest.mark.parametrize("runner, args, expected", [
+    ("DaskRunner", ["--dask_client_address", "tcp://10.0.0.1:8786"], {"address": "tcp://10.0.0.1:8786"}),
+    ("apache_beam.runners.dask.dask_runner.DaskRunner", ["--dask_scheduler_file=s.json"], {"scheduler_file": "s.json"}),
+    ("DaskRunner", [], None),  # the run itself refuses, in one line
+    ("DaskRunner", ["--dask_client_address=tcp://10.0.0.1:8786", "--dry_run=True"], None),
+    ("DirectRunner", ["--dask_client_address=tcp://10.0.0.1:8786"], None),
+])
+def test_only_a_dask_run_with_a_cluster_warms_its_workers(runner, args, expected):
+    assert dask_warm_up.dask_cluster(runner, args) == expected
+
+
+def test_an_unreachable_cluster_is_left_to_the_run():
+    started = time.monotonic()
+    dask_warm_up.warm_up_workers({"address": "tcp://127.0.0.1:9"})  # the discard port: nothing listens
+    assert time.monotonic() - started < 30
