@@ -21,11 +21,14 @@ def dask_cluster(runner: str, beam_args: list[str]) -> dict[str, str] | None:
     any ``--dry_run`` value as one)."""
     if runner not in ("DaskRunner", DASK_RUNNER):
         return None
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     parser.add_argument("--dask_client_address", dest="address")
     parser.add_argument("--dask_scheduler_file", dest="scheduler_file")
     parser.add_argument("--dry_run")
-    known, _ = parser.parse_known_args(beam_args)
+    try:
+        known, _ = parser.parse_known_args(beam_args)
+    except argparse.ArgumentError:  # e.g. an option without its value: Beam's own parsing says what is wrong
+        return None
     if known.dry_run:
         return None
     given = {key: value for key, value in (("address", known.address), ("scheduler_file", known.scheduler_file))

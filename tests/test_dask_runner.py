@@ -525,6 +525,8 @@ def test_fresh_workers_import_the_job_while_the_driver_starts(tmp_path):
     ("DaskRunner", [], None),  # the run itself refuses, in one line
     ("DaskRunner", ["--dask_client_address=tcp://10.0.0.1:8786", "--dry_run=True"], None),
     ("DirectRunner", ["--dask_client_address=tcp://10.0.0.1:8786"], None),
+    ("DaskRunner", ["--dask_client_address"], None),  # no value: Beam's own parsing reports it
+    ("DaskRunner", ["--dask_client=tcp://10.0.0.1:8786"], None),  # not abbreviated here, as Beam does not
 ])
 def test_only_a_dask_run_with_a_cluster_warms_its_workers(runner, args, expected):
     assert dask_warm_up.dask_cluster(runner, args) == expected
