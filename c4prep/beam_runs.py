@@ -25,7 +25,7 @@ from apache_beam.runners.runner import PipelineRunner
 from apache_beam.transforms.environments import Environment
 
 from c4prep import job_gc
-from c4prep.dask_warm_up import DASK_RUNNER
+from c4prep.dask_warm_up import DASK_RUNNER, is_dask_runner
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, live_tally, watching
 from c4prep.runner_results import JobInputError, RunnerSetupError, collect_counters
@@ -58,10 +58,6 @@ class OfflineDirectRunner(PipelineRunner):
         provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
         with streaming_stage_inputs():
             return fn_runner.FnApiRunner(provision_info=provision).run_pipeline(pipeline, options)
-
-
-def is_dask_runner(runner: str) -> bool:
-    return RUNNER_ALIASES.get(runner, runner) == DASK_RUNNER
 
 
 def pipeline_options(runner: str, beam_args: list[str]) -> PipelineOptions:

@@ -15,11 +15,16 @@ JOB_MODULES = ("c4prep.dask_runs", "c4prep.pipelines.run_c4")  # what the job's 
 CONNECT_TIMEOUT_S = 2  # a cluster that answers later is warmed by the job itself
 
 
+def is_dask_runner(runner: str) -> bool:
+    """Whether ``--runner`` names Beam's DaskRunner (by its alias or its class path)."""
+    return runner in ("DaskRunner", DASK_RUNNER)
+
+
 def dask_cluster(runner: str, beam_args: list[str]) -> dict[str, str] | None:
     """How a DaskRunner job reaches its cluster (``--dask_client_address`` or ``--dask_scheduler_file``, as
     `distributed.Client` keywords); None for other runners, when neither is given, and for a dry run (Beam takes
     any ``--dry_run`` value as one)."""
-    if runner not in ("DaskRunner", DASK_RUNNER):
+    if not is_dask_runner(runner):
         return None
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
     parser.add_argument("--dask_client_address", dest="address")
