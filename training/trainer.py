@@ -37,7 +37,17 @@ Batch = dict[str, torch.Tensor]
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite; training stopped before the bad update."""
+    """The loss became NaN or infinite; training stopped before the bad update (``trainer.loss_check=log``: at the
+    next read of the queued losses, before any checkpoint)."""
+
+
+def _diverged(loss: float, step: int, lr: float, queued_after: int = 0) -> TrainingDiverged:
+    """The stop at a non-finite ``loss``, with what to do; ``queued_after``: steps already queued after it."""
+    queued = (f"the {queued_after} step(s) after it were queued before the check (trainer.loss_check=log): "
+              if queued_after else "")
+    return TrainingDiverged(f"loss is {loss} at step {step} (lr {lr:.3g}); {queued}lower the learning rate, "
+                            "keep trainer.grad_clip > 0 or use trainer.precision=fp32, then resume from the last "
+                            "checkpoint")
 
 
 class BatchLoss(Protocol):
@@ -198,10 +208,7 @@ class Trainer:
         for index, q in enumerate(queued):
             loss, grad_norm = values[2 * index], values[2 * index + 1]
             if not math.isfinite(loss):
-                raise TrainingDiverged(
-                    f"loss is {loss} at step {q.step} (lr {q.lr:.3g}); the {self.step - q.step} step(s) after it were "
-                    f"queued before the check (trainer.loss_check=log): lower the learning rate, keep "
-                    f"trainer.grad_clip > 0 or use trainer.precision=fp32, then resume from the last checkpoint")
+                raise _diverged(loss, q.step, q.lr, queued_after=self.step - q.step)
             step_seconds = q.seconds if self.settings.loss_check == "step" else seconds / len(queued)
             read.append(StepStats(loss, grad_norm, q.lr, q.tokens, step_seconds, q.data_seconds))
         return read
@@ -233,11 +240,9 @@ class Trainer:
                 (micro_loss * scale).backward()
             loss_sum += micro_loss.detach().double()
         loss = all_reduce_sum(loss_sum, self.env) / targets.clamp(min=1)
-        if self.settings.loss_check == "step" and not math.isfinite(loss.item()):
+        if self.settings.loss_check == "step" and not math.isfinite(value := loss.item()):
             self.optimizer.zero_grad(set_to_none=True)
-            raise TrainingDiverged(
-                f"loss is {loss.item()} at step {self.step + 1} (lr {self._lr():.3g}); lower the learning rate, keep "
-                f"trainer.grad_clip > 0 or use trainer.precision=fp32, then resume from the last checkpoint")
+            raise _diverged(value, self.step + 1, self._lr())
         if self.grad_hook is not None:
             self.grad_hook(self.step)
         max_norm = self.settings.grad_clip or math.inf
