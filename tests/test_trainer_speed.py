@@ -1,5 +1,7 @@
 """Trainer speed options on the CPU: `trainer.compile` trains as eager does; the CUDA-only options (TF32, fused
 AdamW, pinned copies) leave a CPU run as it was. Their CUDA side is in test_gpu.py."""
+import functools
+
 import pytest
 import torch
 
@@ -15,11 +17,13 @@ from c4prep.training.trainer import Trainer
 VOCAB = 40
 
 
-def decoder_batches(step: int):
-    """Rows of 16 random tokens, a function of the step alone."""
+def decoder_batches(step: int, rows_vary: bool = False):
+    """Rows of 16 random tokens, a function of the step alone: 4 a step, or 3-5 (``rows_vary``, as re-packed rows
+    come)."""
     while True:
-        tokens = torch.randint(0, VOCAB, (4, 17), generator=torch.Generator().manual_seed(step))
-        yield {"input_tokens": tokens[:, :-1], "target_tokens": tokens[:, 1:], "loss_weights": torch.ones(4, 16)}
+        rows = 3 + step % 3 if rows_vary else 4
+        tokens = torch.randint(0, VOCAB, (rows, 17), generator=torch.Generator().manual_seed(step))
+        yield {"input_tokens": tokens[:, :-1], "target_tokens": tokens[:, 1:], "loss_weights": torch.ones(rows, 16)}
         step += 1
 
 
@@ -65,15 +69,6 @@ def test_compile_mode_reaches_torch_compile(tmp_path, monkeypatch):
     assert graphs.settings.cuda_graphs and not default.settings.cuda_graphs  # only CUDA graphs mark each step's start
 
 
-def varying_row_batches(step: int):
-    """Rows of 16 random tokens, 3-5 of them a step (as re-packed rows come), a function of the step alone."""
-    while True:
-        rows = 3 + step % 3
-        tokens = torch.randint(0, VOCAB, (rows, 17), generator=torch.Generator().manual_seed(step))
-        yield {"input_tokens": tokens[:, :-1], "target_tokens": tokens[:, 1:], "loss_weights": torch.ones(rows, 16)}
-        step += 1
-
-
 @pytest.mark.parametrize("rows_vary, compilations", [(True, 1), (False, 2)])
 def test_varying_row_counts_compile_once_when_the_trainer_is_told(tmp_path, monkeypatch, rows_vary, compilations):
     """Told that rows vary (re-packed rows), the compiled forward takes the row count as dynamic from the first
@@ -84,6 +79,7 @@ def test_varying_row_counts_compile_once_when_the_trainer_is_told(tmp_path, monk
     monkeypatch.setattr(torch, "compile", lambda module, mode=None: compile_with(module, backend=counter))
     torch._dynamo.reset()
     trainer = gpt_trainer(tmp_path / "compiled", "trainer.compile=true")
+    varying_row_batches = functools.partial(decoder_batches, rows_vary=True)
     trainer.train_batches, trainer.rows_vary = varying_row_batches, rows_vary
     losses = [s.loss for s in trainer.fit()]
     assert counter.frame_count == compilations
