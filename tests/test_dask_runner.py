@@ -1,6 +1,7 @@
 """The C4 pipeline on Beam's DaskRunner against a real Dask cluster: a `dask scheduler` and two single-thread
 `dask worker` processes on loopback. The shards and counters must equal the DirectRunner's on the same input, also
 when a worker process is killed while it runs the job's tasks."""
+import contextlib
 import io
 import json
 import os
@@ -12,7 +13,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import pyarrow as pa
 import pytest
@@ -71,10 +72,10 @@ def _scheduler_address(scheduler_file: Path, scheduler: subprocess.Popen, log: P
     raise RuntimeError(f"dask scheduler did not start in {START_TIMEOUT_S} s")
 
 
-@pytest.fixture(scope="module")
-def dask_cluster(tmp_path_factory):
-    """Scheduler on a free loopback port (port 0, address read back from its scheduler file) and two workers."""
-    folder = tmp_path_factory.mktemp("dask")
+@contextlib.contextmanager
+def _local_cluster(folder: Path, workers: int) -> Iterator[DaskCluster]:
+    """Scheduler on a free loopback port (port 0, address read back from its scheduler file) and ``workers``
+    single-thread workers, logs and worker folders in ``folder``; all stopped at the end."""
     scheduler_file = folder / "scheduler.json"
     processes = []
     try:
@@ -82,16 +83,23 @@ def dask_cluster(tmp_path_factory):
                             "--scheduler-file", str(scheduler_file)], folder / "scheduler.log")
         processes.append(scheduler)
         address = _scheduler_address(scheduler_file, scheduler, folder / "scheduler.log")
-        for index in range(2):
+        for index in range(workers):
             processes.append(_start(["worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
                                      "--local-directory", str(folder / f"worker{index}")],
                                     folder / f"worker{index}.log"))
         with distributed.Client(address, timeout=START_TIMEOUT_S) as client:
-            client.wait_for_workers(2, timeout=START_TIMEOUT_S)
+            client.wait_for_workers(workers, timeout=START_TIMEOUT_S)
         yield DaskCluster(address, scheduler_file)
     finally:
         for process in reversed(processes):
             _stop(process)
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """A scheduler and two workers for the module's tests."""
+    with _local_cluster(tmp_path_factory.mktemp("dask"), workers=2) as cluster:
+        yield cluster
 
 
 def _gzip_members(data: bytes) -> list[bytes]:
@@ -492,31 +500,19 @@ def test_beams_wait_follows_the_jobs_futures_on_their_own_clients_loop(dask_clus
 def test_fresh_workers_import_the_job_while_the_driver_starts(tmp_path):
     """`c4prep run` on Dask first asks every worker to import the job's modules and goes on at once (a fresh worker
     would otherwise import them when the job reaches it, while the driver waits)."""
-    scheduler_file, processes = tmp_path / "scheduler.json", []
-    try:
-        scheduler = _start(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                            "--scheduler-file", str(scheduler_file)], tmp_path / "scheduler.log")
-        processes.append(scheduler)
-        address = _scheduler_address(scheduler_file, scheduler, tmp_path / "scheduler.log")
-        processes.append(_start(["worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
-                                 "--local-directory", str(tmp_path / "worker")], tmp_path / "worker.log"))
-        # a lambda travels by value (this test module is not importable on the worker)
-        has_imported_the_job = lambda modules=dask_warm_up.JOB_MODULES: all(m in sys.modules  # noqa: E731
-                                                                           for m in modules)
-        with distributed.Client(address, timeout=START_TIMEOUT_S) as client:
-            client.wait_for_workers(1, timeout=START_TIMEOUT_S)
-            assert not any(client.run(has_imported_the_job).values())
-            cluster = dask_warm_up.dask_cluster("DaskRunner", [f"--dask_client_address={address}", "--num_workers=2"])
-            started = time.monotonic()
-            dask_warm_up.warm_up_workers(cluster)
-            assert time.monotonic() - started < 5  # it does not wait for the imports
-            deadline = time.monotonic() + START_TIMEOUT_S
-            while not all(client.run(has_imported_the_job).values()) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert all(client.run(has_imported_the_job).values())
-    finally:
-        for process in reversed(processes):
-            _stop(process)
+    # a lambda travels by value (this test module is not importable on the worker)
+    has_imported_the_job = lambda modules=dask_warm_up.JOB_MODULES: all(m in sys.modules  # noqa: E731
+                                                                       for m in modules)
+    with _local_cluster(tmp_path, workers=1) as fresh, distributed.Client(fresh.address) as client:
+        assert not any(client.run(has_imported_the_job).values())
+        cluster = dask_warm_up.dask_cluster("DaskRunner", [f"--dask_client_address={fresh.address}", "--num_workers=2"])
+        started = time.monotonic()
+        dask_warm_up.warm_up_workers(cluster)
+        assert time.monotonic() - started < 5  # it does not wait for the imports
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not all(client.run(has_imported_the_job).values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert all(client.run(has_imported_the_job).values())
 
 
 @pytest.mark.parametrize("runner, args, expected", [
