@@ -8,9 +8,9 @@ The rates are rows of benchmarks/RESULTS.md, each with its date and command: the
 (variant `en`, sentence dedup) in memory, on the DirectRunner with 2 worker processes and on Beam's DaskRunner with 2
 workers, disk shuffle ("In memory, ninth session", 2026-11-26, `bench_runners.py --files 30 --copies 10 --runs
 in_memory dask_disk multi_processing --rounds 2`: perturbed copies, on which the text dedup keeps about half of each
-page; the call with the final code), and the task shuffle from the eighth session's last table (not run since). The reference is
-the T5 README's ~335 CPU-days for C4 `en` from one Common Crawl dump on Dataflow (WET download included). Prints
-Markdown tables.
+page; the call with the final code), and the task shuffle from the eighth session's last table (not run since). The
+reference is the T5 README's ~335 CPU-days for C4 `en` from one Common Crawl dump on Dataflow (WET download
+included). Prints Markdown tables.
 """
 from __future__ import annotations
 

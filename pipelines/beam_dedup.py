@@ -8,8 +8,8 @@ Shape of both transforms (the per-page functions are the ones the in-memory refe
 (`ParDo(...)`: -> (owner id, [payload, ...]); `...`: ParDo(remove).) `DedupSentences` pairs each page with its
 Punkt sentences per line in the step that keys it by id (`KeyById`): both branches use that pair, so every page is
 split once, not once for its claims and again for its removal (Punkt is most of this mode's cost), and the sentences
-travel through the join in place of the page's text. Its owners send back only the occurrence numbers (the window keys are not needed by the removal); mode
-`lines` sends `(key, occurrence)`.
+travel through the join in place of the page's text. Its owners send back only the occurrence numbers (the window
+keys are not needed by the removal); mode `lines` sends `(key, occurrence)`.
 
 Few, large elements: a page makes about 20 span keys, nearly all of them unique on a real crawl. The claims travel
 as numpy blocks, one per key bucket and bundle (`claim_blocks`), and the owners as one list per page and bundle, so
