@@ -20,7 +20,7 @@ from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shards import batched, join_uri, num_shards_for, shard_name, write_shard
 from c4prep.staged_output import write_info_file
 
-from . import c4_rules
+from . import c4_rules, page_codec
 from .funnel import READ_NAMESPACE, WRITE_NAMESPACE
 from .readers import ReadProblem, read_records
 from .records import Page, RawRecord
@@ -147,11 +147,12 @@ class _CountUrlDuplicates(beam.DoFn):
         if count > 1:
             self.counters.inc("filtered", count - 1)
         if not self.cleaned:
-            yield payload
+            yield page_codec.decode_page(payload)
             return
-        self.cleaning.inc_all(payload.counters)
-        if payload.page is not None:
-            yield payload.page
+        outcome = page_codec.decode_outcome(payload)
+        self.cleaning.inc_all(outcome.counters)
+        if outcome.page is not None:
+            yield outcome.page
 
 
 class DedupUrls(beam.PTransform):
@@ -169,7 +170,7 @@ class DedupUrls(beam.PTransform):
         self.clean = clean
 
     def expand(self, pages):
-        payload = c4_rules.clean_page if self.clean else _unchanged
+        payload = _encoded_cleaning if self.clean else page_codec.encode_page
         return (
             pages
             | "KeyByUrl" >> beam.Map(functools.partial(_keyed_by_url, payload=payload))
@@ -182,8 +183,8 @@ def _keyed_by_url(page: Page, payload: Callable[[Page], Any]) -> tuple[str, tupl
     return page.normalized_url, (c4_rules.page_recency_key(page), payload(page))
 
 
-def _unchanged(element):
-    return element
+def _encoded_cleaning(page: Page) -> bytes:
+    return page_codec.encode_outcome(c4_rules.clean_page(page))
 
 
 class JoinWebtextUrls(beam.PTransform):

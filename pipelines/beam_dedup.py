@@ -28,7 +28,6 @@ the join is by id; an id with more than one page raises `dedup.DuplicateUrlError
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import apache_beam as beam
@@ -37,8 +36,9 @@ from apache_beam.transforms.window import GlobalWindows
 
 from c4prep.beam_runs import INTEGRITY_NAMESPACE, CounterCache
 
-from . import claim_blocks, dedup
+from . import claim_blocks, dedup, page_codec
 from .c4_rules import MIN_NUM_SENTENCES, Outcome
+from .page_codec import SplitPage
 from .records import Page
 
 
@@ -171,11 +171,16 @@ def _key_by_id(page: Page) -> tuple[dedup.PageId, tuple[int, Page]]:
     return dedup.page_id(page), (_PAGE, page)
 
 
-def _key_split_page_by_id(page: Page) -> tuple[dedup.PageId, tuple[int, tuple[Page, list[list[str]]]]]:
-    """A page keyed by id with its Punkt sentences per line, split once for both the claims and the removal. From
-    here on the text travels as its sentences only (the page's `text` is emptied): neither per-page function reads
-    it when it has the sentences, and the join then carries each page's text once instead of twice."""
-    return dedup.page_id(page), (_PAGE, (replace(page, text=""), dedup.sentences_by_line(page)))
+def _key_split_page_by_id(page: Page) -> tuple[dedup.PageId, tuple[int, SplitPage]]:
+    """A page keyed by id with its Punkt sentences per line, split once for both the claims and the removal. The
+    join carries the sentences in place of the text (`page_codec.encode_split_page`): neither per-page function
+    reads the text when it has the sentences, and the join then carries each page's text once instead of twice."""
+    return dedup.page_id(page), (_PAGE, (page, dedup.sentences_by_line(page)))
+
+
+def _encoded(keyed, encode: Callable[[Any], bytes]) -> tuple[dedup.PageId, tuple[int, bytes]]:
+    identity, (tag, value) = keyed
+    return identity, (tag, encode(value))
 
 
 class _JoinById(beam.PTransform):
@@ -197,7 +202,7 @@ def _line_first_claims(keyed) -> tuple[dedup.PageId, dict[dedup.Key, int]]:
     return identity, dedup.first_occurrences(dedup.line_keys(page))
 
 
-def _remove_unowned_split(split: tuple[Page, list[list[str]]], owned: list[int], **options) -> Outcome:
+def _remove_unowned_split(split: SplitPage, owned: list[int], **options) -> Outcome:
     page, lines = split
     return dedup.remove_unowned_sentences(page, owned, lines=lines, **options)
 
@@ -211,9 +216,8 @@ class _RemoveUnowned(beam.DoFn):
     joined page is what `key_by_id` keyed (a split page for the sentence dedup), a payload what `owned_payload` sends;
     the owned payloads come in one list per bundle of `_ToOwner`)."""
 
-    def __init__(self, remove: Callable[..., Outcome], namespace: str) -> None:
-        self.remove = remove
-        self.namespace = namespace
+    def __init__(self, remove: Callable[..., Outcome], decode: Callable[[bytes], Any], namespace: str) -> None:
+        self.remove, self.decode, self.namespace = remove, decode, namespace
 
     def setup(self) -> None:
         self.counters = CounterCache(self.namespace)
@@ -230,6 +234,7 @@ class _RemoveUnowned(beam.DoFn):
         self.integrity.inc(f"{self.namespace}/owners:received", len(owned))
         if not pages:  # only reachable if a claim came from elsewhere: nothing to emit
             return
+        pages = [self.decode(page) for page in pages]
         if len(pages) > 1:  # one raw URL twice, or two with one md5: this says which, and raises
             dedup.check_one_page_per_id((page if isinstance(page, Page) else page[0]).url for page in pages)
         outcome = self.remove(pages[0], owned)
@@ -249,6 +254,9 @@ class _OwnershipDedup(beam.PTransform):
     namespace: str
     # What an owned key sends back to its page, from (key, occurrence): only what the remover reads.
     owned_payload: Callable[[dedup.Key, int], Any] = _key_and_occurrence
+    # What the join carries of a keyed value, and how the remover gets the value back (`page_codec`).
+    encode: Callable[[Any], bytes] = page_codec.encode_page
+    decode: Callable[[bytes], Any] = page_codec.decode_page
 
     def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES, buckets: int = DEFAULT_CLAIM_BUCKETS) -> None:
         super().__init__()
@@ -269,10 +277,11 @@ class _OwnershipDedup(beam.PTransform):
             | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaims())
             | "ToOwner" >> beam.ParDo(_ToOwner(self.namespace, type(self).owned_payload))
         )
+        encoded_pages = keyed_pages | "EncodePages" >> beam.Map(_encoded, encode=type(self).encode)
         return (
-            (keyed_pages, owned)
+            (encoded_pages, owned)
             | "JoinById" >> _JoinById()
-            | "RemoveUnowned" >> beam.ParDo(_RemoveUnowned(self.remover(), self.namespace))
+            | "RemoveUnowned" >> beam.ParDo(_RemoveUnowned(self.remover(), type(self).decode, self.namespace))
         )
 
 
@@ -295,6 +304,8 @@ class DedupSentences(_OwnershipDedup):
     namespace = dedup.SENTENCES_NAMESPACE
     key_by_id = staticmethod(_key_split_page_by_id)
     owned_payload = staticmethod(_occurrence_only)  # the removal keeps windows by occurrence number
+    encode = staticmethod(page_codec.encode_split_page)
+    decode = staticmethod(page_codec.decode_split_page)
 
     def __init__(self, min_num_sentences: int = MIN_NUM_SENTENCES, tfds_1x_quirk: bool = False,
                  buckets: int = DEFAULT_CLAIM_BUCKETS) -> None:

@@ -1,0 +1,58 @@
+"""Pages as compact bytes for the shuffles that carry them.
+
+A value crossing a shuffle is decoded and encoded again by every process it passes through: on the DirectRunner the
+driver decodes each element to group it and encodes it again for the next stage, alone between stages and on a core
+the workers need during them. A `Page` has no Beam coder, so Beam pickled it (a dataclass instance: about 36 us per
+page to encode and decode with its sentences), and every process on the way paid that. Encoded once here, where the
+page is made, and decoded where it is read, a page is a plain `bytes` value in between: passing it on costs a copy.
+
+The encoding is `marshal` of the page's fields in declaration order, a format every process of one job reads
+(workers of a job run one Python version); it is never written to disk or read from a file. It keeps every string as
+it is, lone surrogates included.
+"""
+from __future__ import annotations
+
+import marshal
+import operator
+from dataclasses import fields
+
+from .c4_rules import Outcome
+from .records import Page
+
+SplitPage = tuple[Page, list[list[str]]]  # a page without its text, and the text's sentences per line
+_page_fields = operator.attrgetter(*(field.name for field in fields(Page)))  # in declaration order
+_TEXT = [field.name for field in fields(Page)].index("text")
+
+
+def encode_page(page: Page) -> bytes:
+    """The page as bytes (`decode_page` inverts it)."""
+    return marshal.dumps(_page_fields(page))
+
+
+def decode_page(blob: bytes) -> Page:
+    return Page(*marshal.loads(blob))
+
+
+def encode_outcome(outcome: Outcome) -> bytes:
+    """A rule's outcome (page or None, counters) as bytes (`decode_outcome` inverts it)."""
+    page, counters = outcome
+    return marshal.dumps((None if page is None else _page_fields(page), counters))
+
+
+def decode_outcome(blob: bytes) -> Outcome:
+    fields, counters = marshal.loads(blob)
+    return Outcome(None if fields is None else Page(*fields), counters)
+
+
+def encode_split_page(split: SplitPage) -> bytes:
+    """A page's sentences per line and its other fields, as bytes (`decode_split_page` inverts it); the page's text
+    is not encoded (the sentences stand for it)."""
+    page, lines = split
+    without_text = list(_page_fields(page))
+    without_text[_TEXT] = ""
+    return marshal.dumps((tuple(without_text), lines))
+
+
+def decode_split_page(blob: bytes) -> SplitPage:
+    fields, lines = marshal.loads(blob)
+    return Page(*fields), lines
