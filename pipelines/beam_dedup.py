@@ -28,6 +28,7 @@ the join is by id; an id with more than one page raises `dedup.DuplicateUrlError
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import apache_beam as beam
@@ -172,10 +173,11 @@ def _key_by_id(page: Page) -> tuple[dedup.PageId, tuple[int, Page]]:
 
 
 def _key_split_page_by_id(page: Page) -> tuple[dedup.PageId, tuple[int, SplitPage]]:
-    """A page keyed by id with its Punkt sentences per line, split once for both the claims and the removal. The
-    join carries the sentences in place of the text (`page_codec.encode_split_page`): neither per-page function
-    reads the text when it has the sentences, and the join then carries each page's text once instead of twice."""
-    return dedup.page_id(page), (_PAGE, (page, dedup.sentences_by_line(page)))
+    """A page keyed by id with its Punkt sentences per line, split once for both the claims and the removal. From
+    here on the text travels as its sentences only (the page's `text` is emptied, so a runner that holds each step's
+    output, as Beam's DaskRunner does, holds it once): neither per-page function reads it when it has the
+    sentences, and the join then carries each page's text once instead of twice."""
+    return dedup.page_id(page), (_PAGE, (replace(page, text=""), dedup.sentences_by_line(page)))
 
 
 def _encoded(keyed, encode: Callable[[Any], bytes]) -> tuple[dedup.PageId, tuple[int, bytes]]:
