@@ -62,6 +62,12 @@ def shard_rows(output: Path) -> pa.Table:
     return pa.concat_tables(tables)
 
 
+def per_round(in_memory_walls: list[float], walls: list[float], workers: int) -> str:
+    """Per core against the in-memory run of the same round, for each round: runs of one round are close in time,
+    so these hold where the machine's speed drifts between rounds (the medians mix rounds)."""
+    return ", ".join(f"{single / (workers * wall):.1%}" for single, wall in zip(in_memory_walls, walls))
+
+
 def run_once(kind: str, inputs: list[str], output: Path, workers: int, dask_memory_limit: str) -> dict:
     """One timed `c4prep run` of `kind`; wall and CPU seconds of the whole process tree."""
     command = [sys.executable, "-m", "c4prep", "run", *(f"--input={path}" for path in inputs), "--output",
@@ -135,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
           f"{platform.python_version()}; load average at end {os.getloadavg()}\n")
     print("| run | workers | wall s, median (min-max) | CPU s | raw pages/s | per core | per core vs in memory | "
-          "peak MiB: driver / each worker |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
+          "per round | peak MiB: driver / each worker |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---|")
     walls = {kind: [r["wall_s"] for r in reports if r["run"] == kind] for kind in args.runs}
     single = pages / statistics.median(walls["in_memory"])
     for kind in args.runs:
@@ -146,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         per_core = rate / runs[0]["workers"]
         print(f"| {kind} | {runs[0]['workers']} | {wall:.1f} ({min(walls[kind]):.1f}-{max(walls[kind]):.1f}) | "
               f"{statistics.median(r['cpu_s'] for r in runs):.1f} | {rate:,.0f} | {per_core:,.0f} | "
-              f"{per_core / single:.0%} | {max(r['driver_peak_mib'] for r in runs)} / "
+              f"{per_core / single:.0%} | {per_round(walls['in_memory'], walls[kind], runs[0]['workers'])} | "
+              f"{max(r['driver_peak_mib'] for r in runs)} / "
               f"{' / '.join(map(str, runs[-1]['worker_peak_mib'])) or '-'} |")
     if not same:
         print("SHARDS DIFFER from the in-memory run's")
