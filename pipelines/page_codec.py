@@ -7,8 +7,8 @@ page to encode and decode with its sentences), and every process on the way paid
 page is made, and decoded where it is read, a page is a plain `bytes` value in between: passing it on costs a copy.
 
 The encoding is `marshal` of the page's fields in declaration order, a format every process of one job reads
-(workers of a job run one Python version); it is never written to disk or read from a file. It keeps every string as
-it is, lone surrogates included.
+(workers of a job run one Python version). It lives only inside one job's shuffles, never in its output or in a file
+it reads, and keeps every string as it is, lone surrogates included.
 """
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def encode_outcome(outcome: Outcome) -> bytes:
 
 
 def decode_outcome(blob: bytes) -> Outcome:
-    fields, counters = marshal.loads(blob)
-    return Outcome(None if fields is None else Page(*fields), counters)
+    page_fields, counters = marshal.loads(blob)
+    return Outcome(None if page_fields is None else Page(*page_fields), counters)
 
 
 def encode_split_page(split: SplitPage) -> bytes:
@@ -54,5 +54,5 @@ def encode_split_page(split: SplitPage) -> bytes:
 
 
 def decode_split_page(blob: bytes) -> SplitPage:
-    fields, lines = marshal.loads(blob)
-    return Page(*fields), lines
+    page_fields, lines = marshal.loads(blob)
+    return Page(*page_fields), lines
