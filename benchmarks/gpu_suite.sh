@@ -57,20 +57,23 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; 
 fi
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 
-t5_steps() {  # t5_steps <size> <batch>: ours against HF, eager and compiled; then with FlexAttention added, apart, so
-    # that a slow FlexAttention compile leaves the first comparison measured
-    step "t5_throughput_$1_b$2" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile \
-        --precision bf16 --size "$1" --batch "$2" --rounds 5 --steps-per-round 4 --warmup 3 \
-        --json "$OUT/t5_throughput_$1_b$2.json"
-    step "t5_throughput_flex_$1_b$2" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile --flex \
-        --precision bf16 --size "$1" --batch "$2" --rounds 5 --steps-per-round 4 --warmup 3 \
-        --json "$OUT/t5_throughput_flex_$1_b$2.json"
+t5_step() {  # t5_step <name> <size> <batch> [--flex]: ours against HF, eager and compiled (with --flex: and ours
+    # with FlexAttention), as step <name>_<size>_b<batch>
+    local name="$1_$2_b$3" size=$2 batch=$3
+    shift 3
+    step "$name" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile "$@" \
+        --precision bf16 --size "$size" --batch "$batch" --rounds 5 --steps-per-round 4 --warmup 3 \
+        --json "$OUT/$name.json"
+}
+
+t5_steps() {  # t5_steps <size> <batch>: ours against HF; then with FlexAttention added, apart, so that a slow
+    # FlexAttention compile leaves the first comparison measured
+    t5_step t5_throughput "$1" "$2"
+    t5_step t5_throughput_flex "$1" "$2" --flex
 }
 
 if $QUICK; then  # what earlier leases left unmeasured first: FlexAttention's dense bias, the host queueing steps
-    step "t5_throughput_flex_t5_small_b32" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile --flex \
-        --precision bf16 --size t5_small --batch 32 --rounds 5 --steps-per-round 4 --warmup 3 \
-        --json "$OUT/t5_throughput_flex_t5_small_b32.json"
+    t5_step t5_throughput_flex t5_small 32 --flex
     step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5" \
         --variants vanilla-bf16-graphs-packed vanilla-bf16-graphs-packed-queued
 fi
