@@ -25,7 +25,7 @@ from apache_beam.runners.runner import PipelineRunner
 from apache_beam.transforms.environments import Environment
 
 from c4prep import job_gc
-from c4prep.dask_warm_up import DASK_RUNNER, is_dask_runner
+from c4prep.dask_warm_up import DASK_ALIAS, DASK_RUNNER, is_dask_runner
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, live_tally, watching
 from c4prep.runner_results import JobInputError, RunnerSetupError, collect_counters
@@ -33,7 +33,7 @@ from c4prep.runner_results import JobInputError, RunnerSetupError, collect_count
 REMOTE_RUNNERS = ("DataflowRunner", "PortableRunner", "FlinkRunner", "SparkRunner", "PrismRunner")
 OFFLINE_DIRECT_RUNNER = "c4prep.beam_runs.OfflineDirectRunner"
 RUNNER_ALIASES = {
-    "DaskRunner": DASK_RUNNER,  # Beam knows its DaskRunner only by the full class path
+    DASK_ALIAS: DASK_RUNNER,  # Beam knows its DaskRunner only by the full class path
     "DirectRunner": OFFLINE_DIRECT_RUNNER,  # never Beam's Prism download
 }
 

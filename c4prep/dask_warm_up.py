@@ -11,13 +11,14 @@ import argparse
 import importlib
 
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+DASK_ALIAS = "DaskRunner"  # the short name c4prep accepts for it (Beam knows only the class path)
 JOB_MODULES = ("c4prep.dask_runs", "c4prep.pipelines.run_c4")  # what the job's plugins and tasks import
 CONNECT_TIMEOUT_S = 2  # a cluster that answers later is warmed by the job itself
 
 
 def is_dask_runner(runner: str) -> bool:
     """Whether ``--runner`` names Beam's DaskRunner (by its alias or its class path)."""
-    return runner in ("DaskRunner", DASK_RUNNER)
+    return runner in (DASK_ALIAS, DASK_RUNNER)
 
 
 def dask_cluster(runner: str, beam_args: list[str]) -> dict[str, str] | None:

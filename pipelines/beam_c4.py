@@ -179,7 +179,7 @@ class DedupUrls(beam.PTransform):
         )
 
 
-def _keyed_by_url(page: Page, payload: Callable[[Page], Any]) -> tuple[str, tuple[tuple, Any]]:
+def _keyed_by_url(page: Page, payload: Callable[[Page], bytes]) -> tuple[str, tuple[tuple, bytes]]:
     return page.normalized_url, (c4_rules.page_recency_key(page), payload(page))
 
 
