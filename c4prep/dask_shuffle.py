@@ -13,9 +13,10 @@ Beam's DaskRunner turns every `GroupByKey` into a Dask bag `groupby`, and Dask p
     disk shuffle has its partitions appended twice: the integrity checks then refuse the run
     (`run_c4.DataLossError`). Every worker must see the shuffle's folder (under Dask's ``temporary_directory`` if
     set, else the system's temporary folder): one machine, or a shared filesystem. `shared_shuffle_folder` refuses
-    the run otherwise. Each job shuffles in a folder of its own, which c4prep removes when the job ends
-    (`KeepShuffleFiles` says why partd must not). Each input partition's groups are appended in one block, without
-    ``fsync`` (`partition_in_one_block`).
+    the run otherwise. Each job shuffles in a folder of its own, which c4prep removes when the job ends. c4prep
+    builds the disk shuffle's graph itself (`groupby_on_disk`: Dask's steps, each opening the store from its folder,
+    so that the partitioning runs where its input was made), and appends each input partition's groups in one
+    block, without ``fsync`` (`partition_to_disk`).
 """
 from __future__ import annotations
 
@@ -24,22 +25,26 @@ import os
 import shutil
 import tempfile
 import uuid
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
+from functools import partial
 from typing import Iterator
 
 import dask
+import dask.bag.chunk
 import dask.bag.core
-import partd.file
+import partd
 from apache_beam.options.pipeline_options import PipelineOptions
-from distributed.diagnostics.plugin import WorkerPlugin
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+from dask.utils import funcname
 
 from c4prep.patches import replaced
 from c4prep.runner_results import RunnerSetupError
 
 LOGGER = logging.getLogger(__name__)
 SHUFFLES = ("auto", "tasks", "disk")
-KEEP_FILES_PLUGIN = "c4prep-keep-shuffle-files"
 _DASK_PARTITION = dask.bag.core.partition
+_DASK_COLLECT = dask.bag.core.collect
 
 
 class DaskShuffleOptions(PipelineOptions):
@@ -76,29 +81,8 @@ def _remove_folder(folder: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _keep_files(handle) -> None:
-    """`partd.File.__del__` while `KeepShuffleFiles` is on: the folder stays (c4prep removes it after the job)."""
-
-
-class KeepShuffleFiles(WorkerPlugin):
-    """While registered, a worker freeing a `partd.File` handle leaves its folder in place.
-
-    Dask's disk shuffle keeps its files through a `partd.File` created on one worker, which deletes the whole
-    folder when Python frees that handle. Dask may free it mid-shuffle while other workers still read their copies
-    (its memory manager drops replicas it thinks redundant; spilling frees the object too). A `c4prep run` of 33,500
-    pages on 2 workers lost 11 % of its sentence claims (the integrity checks refused the run); this is the cause
-    found in the code, not one observed in the act, and two reruns with this plugin were complete."""
-
-    def setup(self, worker) -> None:
-        self.undo = ExitStack()
-        self.undo.enter_context(replaced((partd.file.File, "__del__", _keep_files)))
-
-    def teardown(self, worker) -> None:
-        self.undo.close()
-
-
 class _AppendsWithoutSync:
-    """A shuffle's `partd` store whose appends skip ``fsync`` (see `partition_in_one_block`)."""
+    """A shuffle's `partd` store whose appends skip ``fsync`` (see `partition_to_disk`)."""
 
     def __init__(self, store) -> None:
         self.store = store
@@ -107,9 +91,17 @@ class _AppendsWithoutSync:
         self.store.append(data, **{**kwargs, "fsync": False})
 
 
-def partition_in_one_block(grouper, sequence, npartitions, p, nelements=2**20):
+def shuffle_store(path: str):
+    """The `partd` store of one disk shuffle, in folder `path`, stacked as Dask stacks it (pickled groups, compressed
+    with Snappy where python-snappy is installed). Every handle names its folder, so none deletes it when freed."""
+    files = partd.File(path)
+    return partd.Python(partd.Snappy(files) if hasattr(partd, "Snappy") else files)
+
+
+def partition_to_disk(grouper, sequence, npartitions: int, path: str, nelements: int = 2**20) -> None:
     """Dask's disk-shuffle step for one input partition (`dask.bag.core.partition`: append its groups to the
-    shuffle's files), in one block when the input is a list, and without ``fsync``. It returns the store, as Dask's.
+    shuffle's files), with the store opened from its folder, in one block when the input is a list, and without
+    ``fsync``.
 
     - Dask cuts its blocks with toolz's `partition_all`, which zips `nelements` references to one iterator: 23 ms a
       call at Dask's 2**20 whatever the input's size, about 5 % of the workers' CPU at 100,500 pages in 30
@@ -120,8 +112,35 @@ def partition_in_one_block(grouper, sequence, npartitions, p, nelements=2**20):
       a machine that crashes loses the job whether or not they reached its disk."""
     if isinstance(sequence, list):
         nelements = max(1, min(nelements, len(sequence)))
-    _DASK_PARTITION(grouper, sequence, npartitions, _AppendsWithoutSync(p), nelements)
-    return p
+    _DASK_PARTITION(grouper, sequence, npartitions, _AppendsWithoutSync(shuffle_store(path)), nelements)
+
+
+def collect_from_disk(grouper, group: int, path: str, barrier_token) -> list:
+    """Dask's disk-shuffle step for one output partition (`dask.bag.core.collect`), the store opened from its
+    folder."""
+    return _DASK_COLLECT(grouper, group, shuffle_store(path), barrier_token)
+
+
+def groupby_on_disk(bag, grouper, npartitions=None, blocksize=2**20, *, folder: str):
+    """`dask.bag.core.groupby_disk` (the same steps, files and groups) with the shuffle's store opened by each task
+    from its folder under `folder`, where Dask makes the store once, as a task of its own, and passes it to every
+    step.
+
+    A step that reads two tasks' results (its input partition and the store) is not fused with the task that made
+    its input, and the scheduler may run it on another worker than the one holding that input: 63 partitions (105
+    MiB) crossed between the 2 workers of one 100,500-page run, 20.8 s of transfers, while the partition's owner
+    was busy and the receiver waited. With the folder as a plain argument, each partitioning step has one input and
+    runs fused with the steps that made it, where its data is."""
+    npartitions = npartitions or bag.npartitions
+    token = tokenize(bag, grouper, npartitions, blocksize)
+    path = os.path.join(folder, f"partd-{token}")
+    part, barrier, collect = (f"groupby-part-{funcname(grouper)}-{token}", f"groupby-barrier-{token}",
+                              f"groupby-collect-{token}")
+    parts = {(part, index): (partition_to_disk, grouper, (bag.name, index), npartitions, path, blocksize)
+             for index in range(bag.npartitions)}
+    collects = {(collect, group): (collect_from_disk, grouper, group, path, barrier) for group in range(npartitions)}
+    graph = {**parts, barrier: (dask.bag.chunk.barrier, *parts), **collects}
+    return type(bag)(HighLevelGraph.from_collections(collect, graph, dependencies=[bag]), collect, npartitions)
 
 
 class FolderNotShared(RunnerSetupError):
@@ -158,8 +177,8 @@ def dask_shuffle(client, shuffle: str) -> Iterator[dict]:
     """For one job on `client`'s cluster: yields the Dask settings to build its graph with, so that its
     `GroupByKey`s use `shuffle` (a `SHUFFLES` name; ``auto`` is ``disk`` where every worker shares the folder, else
     ``tasks``, said in the log). For ``disk``, the job gets its own shuffle folder, checked to be shared
-    (`shared_shuffle_folder`), kept whole while the block runs (`KeepShuffleFiles`) and removed after it, and graphs
-    built in the block append with `partition_in_one_block`."""
+    (`shared_shuffle_folder`) and removed after the block, and graphs built in the block group with
+    `groupby_on_disk` in it."""
     folder = None
     if shuffle != "tasks":
         try:
@@ -171,10 +190,8 @@ def dask_shuffle(client, shuffle: str) -> Iterator[dict]:
     if folder is None:
         yield {"dataframe.shuffle.method": "tasks"}
         return
-    client.register_plugin(KeepShuffleFiles(), name=KEEP_FILES_PLUGIN)
     try:
-        with replaced((dask.bag.core, "partition", partition_in_one_block)):
-            yield {"dataframe.shuffle.method": "disk", "temporary_directory": folder}
+        with replaced((dask.bag.core, "groupby_disk", partial(groupby_on_disk, folder=folder))):
+            yield {"dataframe.shuffle.method": "disk"}
     finally:
-        client.unregister_worker_plugin(KEEP_FILES_PLUGIN)
         client.run(_remove_folder, folder)  # every worker sees it; the one that made it may have died since

@@ -357,43 +357,42 @@ def test_auto_shuffle_is_the_task_shuffle_where_workers_do_not_share_a_folder(tm
     assert list(shared.iterdir()) == []
 
 
-def test_a_freed_shuffle_handle_keeps_its_files_while_the_plugin_is_on(tmp_path):
-    """partd deletes a disk shuffle's folder when its creating handle is freed, which Dask may do mid-shuffle."""
+def test_a_freed_shuffle_store_keeps_its_files(tmp_path):
+    """partd deletes the folder of a store it named itself when the handle is freed, which Dask may do mid-shuffle;
+    c4prep's stores name their folder, which outlives every handle (c4prep removes it after the job)."""
     import gc
 
     import partd
 
-    from c4prep.dask_shuffle import KeepShuffleFiles
+    from c4prep.dask_shuffle import shuffle_store
 
-    def freed_handle_folder() -> Path:
-        handle = partd.File(dir=str(tmp_path))
-        handle.append({"group": b"data"})
-        folder = Path(handle.path)
-        del handle
+    def freed_handle_folder(open_store) -> Path:
+        store = open_store()
+        store.append({"group": [b"data"]})
+        folder = Path(store.partd.path if hasattr(store.partd, "path") else store.partd.partd.path)
+        del store
         gc.collect()
         return folder
 
-    plugin = KeepShuffleFiles()
-    plugin.setup(worker=None)
-    try:
-        kept = freed_handle_folder()
-    finally:
-        plugin.teardown(worker=None)
-    assert kept.is_dir() and (kept / "group").read_bytes() == b"data"
-    assert not freed_handle_folder().exists()  # partd's own behaviour once the plugin is off
+    kept = freed_handle_folder(lambda: shuffle_store(str(tmp_path / "shuffle")))
+    assert kept.is_dir() and shuffle_store(str(kept)).get("group") == [b"data"]
+    assert not freed_handle_folder(lambda: partd.Python(partd.File(dir=str(tmp_path)))).exists()  # partd's own
 
 
-def test_disk_shuffle_appends_each_partition_in_one_block_the_groups_dask_appends(dask_cluster, tmp_path,
-                                                                                  monkeypatch):
-    """`partition_in_one_block` writes the shuffle files Dask's own step writes, in one block per list input and
-    without fsync, and graphs built inside a disk-shuffle job's block use it."""
+def test_disk_shuffle_writes_the_groups_dask_writes_in_one_block_and_partitions_where_its_input_is(
+        dask_cluster, tmp_path, monkeypatch):
+    """`partition_to_disk` writes the shuffle files Dask's own step writes, in one block per list input and without
+    fsync; graphs built inside a disk-shuffle job's block group with `groupby_on_disk`, whose partitioning steps
+    are fused with the steps that made their input (Dask's own graph makes them read a second task's result, the
+    store, and the scheduler may move them and their input to another worker)."""
     import dask
     import dask.bag as db
     import dask.bag.core
-    import partd
+    import partd.encode
     import partd.file
+    from dask.core import get_dependencies
 
-    from c4prep.dask_shuffle import _DASK_PARTITION, dask_shuffle, partition_in_one_block
+    from c4prep.dask_shuffle import _DASK_PARTITION, dask_shuffle, partition_to_disk, shuffle_store
 
     def key(item):
         return item[0]
@@ -403,23 +402,29 @@ def test_disk_shuffle_appends_each_partition_in_one_block_the_groups_dask_append
     records = [(f"window-{index % 300}".encode(), index) for index in range(5_000)]
     for case, (sequence, nelements) in enumerate(((records, 2**20), (records, 1_000), ([], 2**20),
                                                   (iter(records), 2**20))):
-        theirs, ours = (partd.Python(partd.File(str(tmp_path / f"{case}-{name}"))) for name in ("theirs", "ours"))
+        theirs, ours = (str(tmp_path / f"{case}-{name}") for name in ("theirs", "ours"))
         before = len(fsyncs)
-        _DASK_PARTITION(key, sequence if isinstance(sequence, list) else iter(records), 7, theirs, nelements)
-        dask_fsyncs, blocks, appends = len(fsyncs) - before, [], ours.append
-        ours.append = lambda data, **kwargs: blocks.append(data) or appends(data, **kwargs)
-        assert partition_in_one_block(key, sequence, 7, ours, nelements) is ours
-        assert [ours.get(group) for group in range(7)] == [theirs.get(group) for group in range(7)]
+        _DASK_PARTITION(key, sequence if isinstance(sequence, list) else iter(records), 7, shuffle_store(theirs),
+                        nelements)
+        dask_fsyncs, blocks, appends = len(fsyncs) - before, [], partd.encode.Encode.append
+        with monkeypatch.context() as patch:
+            patch.setattr(partd.encode.Encode, "append", lambda store, data, **kwargs: blocks.append(data) or appends(
+                store, data, **kwargs))
+            partition_to_disk(key, sequence, 7, ours, nelements)
+        assert [shuffle_store(ours).get(group) for group in range(7)] == [
+            shuffle_store(theirs).get(group) for group in range(7)]
         assert len(blocks) == -(-len(records) // nelements) if sequence else not blocks
         assert len(fsyncs) - before == dask_fsyncs and (dask_fsyncs > 0 or not sequence)  # none of c4prep's
 
     with distributed.Client(dask_cluster.address) as client:
         with dask_shuffle(client, "disk") as settings, dask.config.set(settings):
-            assert dask.bag.core.partition is partition_in_one_block
-            groups = db.from_sequence(records, npartitions=4).groupby(key)
+            groups = db.from_sequence(range(5_000), npartitions=4).map(lambda index: records[index]).groupby(key)
+            graph = dict(groups.__dask_optimize__(groups.__dask_graph__(), groups.__dask_keys__()))
             assert sorted((group, sorted(map(tuple, items))) for group, items in groups.compute()) == sorted(
                 (group, sorted(item for item in records if item[0] == group)) for group in {k for k, _ in records})
-    assert dask.bag.core.partition is _DASK_PARTITION
+    partitioning = [task for task in graph if "groupby-part" in str(task) and "from_sequence" in str(task)]
+    assert len(partitioning) == 4 and all(not get_dependencies(graph, task) for task in partitioning)
+    assert dask.bag.core.groupby_disk.__module__ == "dask.bag.core"
 
 
 def test_a_finished_tasks_spec_is_released_while_its_result_is_held(dask_cluster):
