@@ -203,7 +203,7 @@ def _dask_task_recorder():
     """Inside a Dask task of a c4prep job: where counter bumps go (Beam's DaskRunner drops Beam metrics)."""
     if "distributed" not in sys.modules:  # not in a Dask worker: skip the import
         return None
-    from c4prep.dask_runs import task_counter_recorder
+    from c4prep.dask_task_counters import task_counter_recorder
 
     return task_counter_recorder()
 
@@ -214,9 +214,9 @@ and the next one got. A difference is data the runner lost (or duplicated) betwe
 
 
 class CounterCache:
-    """Counters of one namespace: Beam metrics, or the Dask task's counts under the DaskRunner (`dask_runs`); while
-    a job is watched, each bump also goes to this process's live tally (`c4prep.progress`). Create it in the DoFn's
-    ``setup``, in the process that counts."""
+    """Counters of one namespace: Beam metrics, or the Dask task's counts under the DaskRunner
+    (`dask_task_counters`); while a job is watched, each bump also goes to this process's live tally
+    (`c4prep.progress`). Create it in the DoFn's ``setup``, in the process that counts."""
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace

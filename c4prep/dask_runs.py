@@ -1,55 +1,27 @@
-"""Beam's DaskRunner with job counters: Beam's DaskRunner collects no metrics, so c4prep counts per Dask task.
-
-A `CounterCache` created inside a Dask task (see `task_counter_recorder`) adds its counts to the task's entry in
-this worker process. When the task's result is stored, `ReportTaskCounters` (a worker plugin) sends the entry to
-`CollectTaskCounters` (a scheduler plugin), which keeps one report per task key. A task that the engine runs again,
-because a worker died before its result was used, reports the same key and counts again, and its report replaces
-the first, so every task counts exactly once. A task that fails or dies while running reports nothing.
-Run one c4prep job at a time per cluster: the worker plugin is shared by name.
-"""
+"""Beam's DaskRunner with c4prep's job counters (`dask_task_counters`), workarounds (`dask_workarounds`) and shuffle
+(`dask_shuffle`)."""
 from __future__ import annotations
 
 import uuid
 from functools import partial
-from typing import Callable, Iterable
 
 import dask
 import distributed
 from apache_beam.runners.dask.dask_runner import DaskOptions
-from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from c4prep import job_gc
 from c4prep.dask_shuffle import DaskShuffleOptions, dask_shuffle
+from c4prep.dask_task_counters import WORKER_PLUGIN, CollectTaskCounters, ReportTaskCounters, finished_task_counts
 from c4prep.dask_workarounds import (DeepSizes, LiftCombiners, ReleaseTaskSpecs, releasing_bundle_outputs,
                                      waiting_on_the_jobs_client)
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, watching
-from c4prep.runner_results import RunnerSetupError, merge_counters
+from c4prep.runner_results import RunnerSetupError
 
-TOPIC = "c4prep-task-counters"
-WORKER_PLUGIN = "c4prep-report-task-counters"
 SIZES_PLUGIN = "c4prep-deep-sizes"
 SPECS_PLUGIN = "c4prep-release-task-specs"
 GC_PLUGIN = "c4prep-job-collector"
-RUNNING_STATES = ("executing", "long-running")
-
-TaskCounts = dict[str, dict[str, int]]  # namespace -> name -> value
-
-_TASK_COUNTS: dict[str, TaskCounts] = {}  # this worker process: task key -> its counts so far
-
-
-def task_counter_recorder() -> Callable[[str, str, int], None] | None:
-    """Inside a Dask task of a job that collects counters: a function recording one counter bump; else None."""
-    try:
-        worker = distributed.get_worker()
-    except ValueError:
-        return None
-    return partial(_record, worker) if WORKER_PLUGIN in worker.plugins else None
-
-
-def _record(worker: distributed.Worker, namespace: str, name: str, value: int) -> None:
-    counts = _TASK_COUNTS.setdefault(str(worker.get_current_task()), {}).setdefault(namespace, {})
-    counts[name] = counts.get(name, 0) + value
 
 
 class JobCollector(WorkerPlugin):
@@ -60,44 +32,6 @@ class JobCollector(WorkerPlugin):
 
     def teardown(self, worker) -> None:
         job_gc.unsettle()
-
-
-class ReportTaskCounters(WorkerPlugin):
-    """Sends the counts of each task that finished on this worker to the scheduler; drops a failed task's counts."""
-
-    def setup(self, worker: distributed.Worker) -> None:
-        self.worker = worker
-
-    def transition(self, key, start: str, finish: str, **kwargs) -> None:
-        if start not in RUNNING_STATES or finish in RUNNING_STATES:  # a task reading a side input secedes first
-            return
-        counts = _TASK_COUNTS.pop(str(key), None)
-        if counts and finish == "memory":
-            self.worker.log_event(TOPIC, {"key": str(key), "counts": counts})
-
-
-class CollectTaskCounters(SchedulerPlugin):
-    """Keeps the latest report of each task key; a task run again replaces its earlier report."""
-
-    def __init__(self) -> None:
-        self.by_task: dict[str, TaskCounts] = {}
-
-    def log_event(self, topic: str, msg) -> None:
-        if topic == TOPIC:
-            self.by_task[msg["key"]] = msg["counts"]
-
-
-def _task_reports(dask_scheduler, name: str) -> list[TaskCounts]:
-    return list(dask_scheduler.plugins[name].by_task.values())
-
-
-def _finished_task_counts(client: distributed.Client, collector: str) -> Counters:
-    return sum_task_counts(client.run_on_scheduler(_task_reports, name=collector))
-
-
-def sum_task_counts(reports: Iterable[TaskCounts]) -> Counters:
-    """Per-task counts summed into job counters: namespace -> name -> value, sorted."""
-    return merge_counters(*reports)
 
 
 def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> Counters:
@@ -122,7 +56,7 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
                           SPECS_PLUGIN: ReleaseTaskSpecs(), GC_PLUGIN: JobCollector()}
         for name, plugin in worker_plugins.items():
             client.register_plugin(plugin, name=name)
-        finished_tasks = partial(_finished_task_counts, client, collector)
+        finished_tasks = partial(finished_task_counts, client, collector)
         try:
             with watching(progress) as watch, \
                     dask_shuffle(client, options.view_as(DaskShuffleOptions).dask_shuffle) as graph_settings:

@@ -26,7 +26,7 @@ from c4prep.runner_results import RunnerSetupError
 
 distributed = pytest.importorskip("distributed", reason="Dask is not installed: pip install 'apache-beam[dask]'")
 
-from c4prep.dask_runs import sum_task_counts  # noqa: E402  (needs Dask)
+from c4prep.dask_task_counters import sum_task_counts  # noqa: E402  (needs Dask)
 from c4prep import dask_warm_up  # noqa: E402
 
 SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
