@@ -1,9 +1,16 @@
-"""Dask workers import the job's modules while the driver still imports its own (`warm_up_workers`).
+"""Dask's workers and scheduler import the job's modules while the driver still imports its own (`warm_up_cluster`).
 
 A fresh Dask worker imports Beam and c4prep's pipeline modules when c4prep's worker plugins or the job's first task
-reach it, about 2 s on a 2-core machine, while the driver waits and every core but the importing ones idles. The
-driver's own imports, before it can build the job, take about as long. Asked first thing, the workers import
-beside the driver. This module imports nothing heavy itself, so that the `run` command can call it before Beam.
+reach it, about 2 s on a 2-core machine, while the driver waits and every core but the importing ones idles; a
+fresh scheduler imports them when the job's graph reaches it (it unpickles every task), 2.4 s between the job's
+submission and its first task. The driver's own imports, before it can build the job, take about as long. Asked
+first thing, the cluster imports beside the driver. This module imports nothing heavy itself, so that the `run`
+command can call it before Beam.
+
+Each process imports in its event loop's thread, where it also unpickles what the driver sends next (plugins,
+the graph): an import in a worker's task thread raced the plugins' own import of Beam, and two threads importing
+Beam at once failed with "partially initialized module 'apache_beam.pipeline'". What comes next waits until the
+import is done.
 """
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ import importlib
 
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 DASK_ALIAS = "DaskRunner"  # the short name c4prep accepts for it (Beam knows only the class path)
-JOB_MODULES = ("c4prep.dask_runs", "c4prep.pipelines.run_c4")  # what the job's plugins and tasks import
+JOB_MODULES = ("c4prep.dask_runs", "c4prep.pipelines.run_c4")  # what the job's plugins and graph import
 CONNECT_TIMEOUT_S = 2  # a cluster that answers later is warmed by the job itself
 
 
@@ -42,9 +49,9 @@ def dask_cluster(runner: str, beam_args: list[str]) -> dict[str, str] | None:
     return given or None
 
 
-def warm_up_workers(cluster: dict[str, str]) -> None:
-    """Every worker of ``cluster`` starts importing the job's modules; nothing waits for it. A cluster that cannot be
-    reached is left to the run itself, which says so in one line."""
+def warm_up_cluster(cluster: dict[str, str]) -> None:
+    """Every worker of ``cluster`` and its scheduler start importing the job's modules; nothing waits for it. A
+    cluster that cannot be reached is left to the run itself, which says so in one line."""
     import distributed
 
     try:
@@ -52,11 +59,11 @@ def warm_up_workers(cluster: dict[str, str]) -> None:
     except (OSError, TimeoutError, ValueError):
         return
     with client:
-        imports = [client.submit(import_job_modules, pure=False, workers=[worker], allow_other_workers=False)
-                   for worker in client.scheduler_info()["workers"]]
-        distributed.fire_and_forget(imports)
+        client.run(import_job_modules, wait=False)
+        client.run_on_scheduler(import_job_modules, wait=False)
 
 
-def import_job_modules() -> None:
+async def import_job_modules() -> None:
+    """Imports the job's modules; a coroutine, so that Dask runs it in the process's event loop without waiting."""
     for module in JOB_MODULES:
         importlib.import_module(module)

@@ -81,11 +81,11 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     With --dry_run=True the job is built and validated for the runner but not run; --dataflow_job_file=FILE then
     receives its job graph.
     """
-    from c4prep.dask_warm_up import dask_cluster, warm_up_workers
+    from c4prep.dask_warm_up import dask_cluster, warm_up_cluster
 
     cluster = dask_cluster(runner, ctx.args)
-    if cluster:  # the workers import the job's modules while this process imports its own
-        warm_up_workers(cluster)
+    if cluster:  # the cluster imports the job's modules while this process imports its own
+        warm_up_cluster(cluster)
     from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions
 
     from c4prep.beam_runs import is_dry_run

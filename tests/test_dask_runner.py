@@ -502,22 +502,44 @@ def test_beams_wait_follows_the_jobs_futures_on_their_own_clients_loop(dask_clus
     assert loops == [False, True]
 
 
-def test_fresh_workers_import_the_job_while_the_driver_starts(tmp_path):
-    """`c4prep run` on Dask first asks every worker to import the job's modules and goes on at once (a fresh worker
-    would otherwise import them when the job reaches it, while the driver waits)."""
+def test_a_fresh_cluster_imports_the_job_while_the_driver_starts(tmp_path):
+    """`c4prep run` on Dask first asks every worker and the scheduler to import the job's modules and goes on at
+    once (a fresh worker would otherwise import them when the job reaches it, and the scheduler when the job's graph
+    does, while the driver waits)."""
     # a lambda travels by value (this test module is not importable on the worker)
     has_imported_the_job = lambda modules=dask_warm_up.JOB_MODULES: all(m in sys.modules  # noqa: E731
                                                                        for m in modules)
+
+    def imported() -> list[bool]:
+        return [*client.run(has_imported_the_job).values(), client.run_on_scheduler(has_imported_the_job)]
+
     with _local_cluster(tmp_path, workers=1) as fresh, distributed.Client(fresh.address) as client:
-        assert not any(client.run(has_imported_the_job).values())
+        assert not any(imported())
         cluster = dask_warm_up.dask_cluster("DaskRunner", [f"--dask_client_address={fresh.address}", "--num_workers=2"])
         started = time.monotonic()
-        dask_warm_up.warm_up_workers(cluster)
+        dask_warm_up.warm_up_cluster(cluster)
         assert time.monotonic() - started < 5  # it does not wait for the imports
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not all(client.run(has_imported_the_job).values()) and time.monotonic() < deadline:
+        while not all(imported()) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert all(client.run(has_imported_the_job).values())
+        assert all(imported()) and len(imported()) == 2
+
+
+def test_fresh_workers_take_the_jobs_plugins_while_they_import_the_job(tmp_path):
+    """The job's worker plugins reach a fresh worker while it still imports the job's modules (the driver no longer
+    waits for a scheduler importing Beam): unpickling them imports Beam too, and two threads importing Beam at once
+    failed ("partially initialized module 'apache_beam.pipeline'")."""
+    from c4prep.dask_runs import JobCollector
+    from c4prep.dask_workarounds import DeepSizes, ReleaseTaskSpecs
+
+    plugins = {"test-deep-sizes": DeepSizes(), "test-release-specs": ReleaseTaskSpecs(), "test-gc": JobCollector()}
+    with _local_cluster(tmp_path, workers=2) as fresh, distributed.Client(fresh.address) as client:
+        dask_warm_up.warm_up_cluster({"address": fresh.address})
+        for name, plugin in plugins.items():
+            client.register_plugin(plugin, name=name)
+        assert set(plugins) <= set(client.run(lambda dask_worker: list(dask_worker.plugins)).popitem()[1])
+        for name in plugins:
+            client.unregister_worker_plugin(name)
 
 
 @pytest.mark.parametrize("runner, args, expected", [
@@ -535,5 +557,5 @@ def test_only_a_dask_run_with_a_cluster_warms_its_workers(runner, args, expected
 
 def test_an_unreachable_cluster_is_left_to_the_run():
     started = time.monotonic()
-    dask_warm_up.warm_up_workers({"address": "tcp://127.0.0.1:9"})  # the discard port: nothing listens
+    dask_warm_up.warm_up_cluster({"address": "tcp://127.0.0.1:9"})  # the discard port: nothing listens
     assert time.monotonic() - started < 30
