@@ -27,7 +27,7 @@ RUNNING_STATES = ("executing", "long-running")
 
 TaskCounts = dict[str, dict[str, int]]  # namespace -> name -> value
 
-_TASK_COUNTS: dict[str, TaskCounts] = {}  # this worker process: task key -> its counts so far
+_TASK_COUNTS: dict[object, TaskCounts] = {}  # this worker process: task key (as Dask keys it) -> its counts so far
 
 
 def task_counter_recorder() -> Callable[[str, str, int], None] | None:
@@ -40,7 +40,7 @@ def task_counter_recorder() -> Callable[[str, str, int], None] | None:
 
 
 def _record(worker: distributed.Worker, namespace: str, name: str, value: int) -> None:
-    counts = _TASK_COUNTS.setdefault(str(worker.get_current_task()), {}).setdefault(namespace, {})
+    counts = _TASK_COUNTS.setdefault(worker.get_current_task(), {}).setdefault(namespace, {})
     counts[name] = counts.get(name, 0) + value
 
 
@@ -53,7 +53,7 @@ class ReportTaskCounters(WorkerPlugin):
     def transition(self, key, start: str, finish: str, **kwargs) -> None:
         if start not in RUNNING_STATES or finish in RUNNING_STATES:  # a task reading a side input secedes first
             return
-        counts = _TASK_COUNTS.pop(str(key), None)
+        counts = _TASK_COUNTS.pop(key, None)
         if counts and finish == "memory":
             self.worker.log_event(TOPIC, {"key": str(key), "counts": counts})
 
