@@ -2,6 +2,7 @@
 (`dask_shuffle`)."""
 from __future__ import annotations
 
+import time
 import uuid
 from functools import partial
 
@@ -11,7 +12,8 @@ from apache_beam.runners.dask.dask_runner import DaskOptions
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from c4prep import job_gc
-from c4prep.dask_shuffle import DaskShuffleOptions, dask_shuffle
+from c4prep.dask_shuffle import (SHUFFLE_METHOD, DaskShuffleOptions, dask_shuffle, lost_worker_error,
+                                 workers_lost_since)
 from c4prep.dask_task_counters import WORKER_PLUGIN, CollectTaskCounters, ReportTaskCounters, finished_task_counts
 from c4prep.dask_workarounds import (DeepSizes, LiftCombiners, ReleaseTaskSpecs, releasing_bundle_outputs,
                                      waiting_on_the_jobs_client)
@@ -50,6 +52,7 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
         raise RunnerSetupError("DaskRunner needs a running cluster: pass --dask_client_address=tcp://HOST:8786 or "
                                "--dask_scheduler_file=FILE (start one with `dask scheduler` and `dask worker`)")
     collector = f"c4prep-collect-task-counters-{uuid.uuid4().hex}"
+    started = time.time()
     with distributed.Client(**client_options) as client:
         client.register_plugin(CollectTaskCounters(), name=collector)
         worker_plugins = {WORKER_PLUGIN: ReportTaskCounters(), SIZES_PLUGIN: DeepSizes(),
@@ -66,6 +69,11 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
                 watch.add_source(Throttled(finished_tasks))
                 try:
                     waiting_on_the_jobs_client(result)
+                except Exception as failure:
+                    lost = workers_lost_since(client, started) if graph_settings[SHUFFLE_METHOD] == "disk" else []
+                    if lost:
+                        raise lost_worker_error(lost, failure) from failure
+                    raise
                 finally:
                     result.client.close()
                 counters = finished_tasks()

@@ -39,10 +39,11 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.utils import funcname
 
 from c4prep.patches import replaced
-from c4prep.runner_results import RunnerSetupError
+from c4prep.runner_results import LostWorkerError, RunnerSetupError
 
 LOGGER = logging.getLogger(__name__)
 SHUFFLES = ("auto", "tasks", "disk")
+SHUFFLE_METHOD = "dataframe.shuffle.method"  # the Dask setting that picks a bag groupby's shuffle
 _DASK_PARTITION = dask.bag.core.partition
 _DASK_COLLECT = dask.bag.core.collect
 
@@ -143,6 +144,25 @@ def groupby_on_disk(bag, grouper, npartitions=None, blocksize=2**20, *, folder: 
     return type(bag)(HighLevelGraph.from_collections(collect, graph, dependencies=[bag]), collect, npartitions)
 
 
+def workers_lost_since(client, started: float) -> list[str]:
+    """The workers `client`'s scheduler removed since `started` (a `time.time()`) while they ran or held tasks: each
+    of those tasks runs again, and in a disk shuffle a partitioning task run again appends its groups twice."""
+    return sorted({event["worker"] for stamp, event in client.get_events("all")
+                   if stamp >= started and event.get("action") == "remove-worker"
+                   and (event.get("processing-tasks") or event.get("lost-computed-tasks"))})
+
+
+def lost_worker_error(lost: list[str], failure: BaseException) -> LostWorkerError:
+    """What a disk-shuffle job that failed with `failure` after losing the workers `lost` is reported as: the
+    duplicated groups can stop a step before the integrity checks see them (the text dedup's join refuses a page id
+    seen twice, as if URL dedup had not run)."""
+    cause = (str(failure).strip().splitlines() or [""])[0][:300]
+    return LostWorkerError(f"the Dask job failed after {len(lost)} worker(s) died while running or holding its tasks "
+                           f"({', '.join(lost)}); with the disk shuffle a task run again appends its groups twice, "
+                           f"which is the likely cause of the failure ({type(failure).__name__}: {cause}). Nothing "
+                           "was written: run again (--dask_shuffle=tasks recovers from it)")
+
+
 class FolderNotShared(RunnerSetupError):
     """The workers cannot share a disk shuffle's folder (the message says why and what to set)."""
 
@@ -188,10 +208,10 @@ def dask_shuffle(client, shuffle: str) -> Iterator[dict]:
                 raise
             LOGGER.warning("--dask_shuffle=auto: Dask's task shuffle, in memory, as %s", refusal)
     if folder is None:
-        yield {"dataframe.shuffle.method": "tasks"}
+        yield {SHUFFLE_METHOD: "tasks"}
         return
     try:
         with replaced((dask.bag.core, "groupby_disk", partial(groupby_on_disk, folder=folder))):
-            yield {"dataframe.shuffle.method": "disk"}
+            yield {SHUFFLE_METHOD: "disk"}
     finally:
         client.run(_remove_folder, folder)  # every worker sees it; the one that made it may have died since

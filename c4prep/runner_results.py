@@ -10,6 +10,11 @@ class RunnerSetupError(ValueError):
     """The runner cannot run this job as set up (the message says what to pass or install)."""
 
 
+class LostWorkerError(RuntimeError):
+    """A job failed after its runner lost a worker in a way that can duplicate data (the message says what to do);
+    nothing was written."""
+
+
 class JobInputError(RuntimeError):
     """A job stopped by a problem with its input or output (a damaged shard, a folder it cannot write), reported by
     a worker; the message is that problem's one line."""

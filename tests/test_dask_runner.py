@@ -22,10 +22,11 @@ from c4prep import progress
 from c4prep.manifest import read_manifest
 from c4prep.pipelines.funnel import format_progress
 from c4prep.pipelines.run_c4 import DataLossError, RunConfig, check_inputs, one_partition_per_file, run_c4
-from c4prep.runner_results import RunnerSetupError
+from c4prep.runner_results import LostWorkerError, RunnerSetupError
 
 distributed = pytest.importorskip("distributed", reason="Dask is not installed: pip install 'apache-beam[dask]'")
 
+from c4prep.dask_shuffle import workers_lost_since  # noqa: E402  (needs Dask)
 from c4prep.dask_task_counters import sum_task_counts  # noqa: E402  (needs Dask)
 from c4prep import dask_warm_up  # noqa: E402
 
@@ -215,7 +216,7 @@ _held = lambda dask_worker: [str(key) for key in dask_worker.data.keys()]  # noq
 def test_killed_worker_is_recovered_without_lost_or_duplicated_records(dask_cluster, sample_parts, direct_output,
                                                                        tmp_path, shuffle):
     output = tmp_path / "dask-killed"
-    done, killed = threading.Event(), {}
+    done, killed, started = threading.Event(), {}, time.time()
     killer = threading.Thread(target=_kill_first_worker, args=(dask_cluster.address, done, killed, _executing))
     killer.start()
     try:
@@ -228,6 +229,8 @@ def test_killed_worker_is_recovered_without_lost_or_duplicated_records(dask_clus
         killer.join()
     assert killed, "no worker was seen running a task, so none was killed"
     assert not _process_alive(killed["pid"])
+    with distributed.Client(dask_cluster.address) as client:  # what a failed disk-shuffle job is checked for
+        assert workers_lost_since(client, started) == [killed["worker"]]
     # Exactly-once counters (a re-run task replaces its report) and identical shards: nothing lost or duplicated.
     assert result.funnel.reconciled and result.funnel.pages_in == 335
     _assert_same_output(output, direct_output)
@@ -272,8 +275,9 @@ def test_task_counts_sum_per_namespace():
 def test_a_worker_lost_inside_a_disk_shuffle_never_publishes_a_wrong_corpus(dask_cluster, sample_parts,
                                                                             direct_output, tmp_path):
     """Dask's disk shuffle appends each partition's groups to shared files: a partition run again after its worker
-    died appends them twice. The integrity checks see the surplus and the run refuses, naming the remedy; a run
-    that recovers (the worker died after its groups were read) publishes the DirectRunner's shards."""
+    died appends them twice. The integrity checks see the surplus, or a step refuses a duplicate and the job fails
+    after the worker's loss, and the run refuses, naming the remedy; a run that recovers (the worker died after its
+    groups were read) publishes the DirectRunner's shards."""
     output = tmp_path / "dask-killed-in-shuffle"
     done, killed = threading.Event(), {}
     in_shuffle = lambda key: key.startswith("('groupby-part")  # noqa: E731  (a held shuffle partition)
@@ -283,7 +287,7 @@ def test_a_worker_lost_inside_a_disk_shuffle_never_publishes_a_wrong_corpus(dask
         glob = str(Path(sample_parts[0]).parent / "part-*.warc.wet.gz")
         run_c4(RunConfig(output=str(output), inputs=[glob], num_shards=NUM_SHARDS, runner="DaskRunner"),
                [f"--dask_scheduler_file={dask_cluster.scheduler_file}", "--dask_shuffle=disk"])
-    except DataLossError as error:
+    except (DataLossError, LostWorkerError) as error:  # the surplus seen by the integrity checks, or by a step
         assert "--dask_shuffle=tasks recovers from it" in str(error)
         assert list(output.iterdir()) == []
     else:
@@ -292,6 +296,19 @@ def test_a_worker_lost_inside_a_disk_shuffle_never_publishes_a_wrong_corpus(dask
         done.set()
         killer.join()
     assert killed, "no worker was seen holding a shuffle partition, so none was killed"
+
+
+def test_a_failure_after_a_lost_worker_names_the_loss_its_cause_and_the_remedy():
+    from c4prep.dask_shuffle import lost_worker_error
+    from c4prep.pipelines.dedup import DuplicateUrlError
+
+    failure = DuplicateUrlError("1 raw URLs occur on more than one page, e.g. 'https://a.example/'; run URL dedup "
+                                "first\n  (the worker's traceback)")
+    error = lost_worker_error(["tcp://10.0.0.2:4000"], failure)
+    assert isinstance(error, LostWorkerError) and "\n" not in str(error)
+    for part in ("1 worker(s) died", "tcp://10.0.0.2:4000", "DuplicateUrlError: 1 raw URLs occur", "Nothing was written",
+                 "--dask_shuffle=tasks recovers from it"):
+        assert part in str(error)
 
 
 def test_disk_shuffle_refuses_a_folder_the_workers_cannot_write(dask_cluster, path_list, tmp_path):
