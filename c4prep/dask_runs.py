@@ -53,8 +53,8 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
         raise RunnerSetupError("DaskRunner needs a running cluster: pass --dask_client_address=tcp://HOST:8786 or "
                                "--dask_scheduler_file=FILE (start one with `dask scheduler` and `dask worker`)")
     collector = f"c4prep-collect-task-counters-{uuid.uuid4().hex}"
-    started = time.time()
     with distributed.Client(**client_options) as client:
+        started = client.run_on_scheduler(time.time)  # the clock the scheduler stamps its events with
         client.register_plugin(CollectTaskCounters(), name=collector)
         worker_plugins = {WORKER_PLUGIN: ReportTaskCounters(), SIZES_PLUGIN: DeepSizes(),
                           SPECS_PLUGIN: ReleaseTaskSpecs(), GC_PLUGIN: JobCollector()}
