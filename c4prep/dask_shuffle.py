@@ -11,7 +11,8 @@ Beam's DaskRunner turns every `GroupByKey` into a Dask bag `groupby`, and Dask p
     partition reads its own back, so a worker holds about one partition at a time. The same 300,000 pages took
     280 s at 396 MiB a worker (with `dask_workarounds` 5 and 6), and 1M pages 485 MiB. A worker lost inside a
     disk shuffle has its partitions appended twice: the integrity checks then refuse the run
-    (`run_c4.DataLossError`). Every worker must see the shuffle's folder (under Dask's ``temporary_directory`` if
+    (`run_c4.DataLossError`), or, where the duplicate stops a step first, the run names the lost workers
+    (`lost_worker_error`). Every worker must see the shuffle's folder (under Dask's ``temporary_directory`` if
     set, else the system's temporary folder): one machine, or a shared filesystem. `shared_shuffle_folder` refuses
     the run otherwise. Each job shuffles in a folder of its own, which c4prep removes when the job ends. c4prep
     builds the disk shuffle's graph itself (`groupby_on_disk`: Dask's steps, each opening the store from its folder,
@@ -145,8 +146,8 @@ def groupby_on_disk(bag, grouper, npartitions=None, blocksize=2**20, *, folder: 
 
 
 def workers_lost_since(client, started: float) -> list[str]:
-    """The workers `client`'s scheduler removed since `started` (a `time.time()`) while they ran or held tasks: each
-    of those tasks runs again, and in a disk shuffle a partitioning task run again appends its groups twice."""
+    """The workers `client`'s scheduler removed since `started` (its own `time.time()`) while they ran or held tasks:
+    each of those tasks runs again, and in a disk shuffle a partitioning task run again appends its groups twice."""
     return sorted({event["worker"] for stamp, event in client.get_events("all")
                    if stamp >= started and event.get("action") == "remove-worker"
                    and (event.get("processing-tasks") or event.get("lost-computed-tasks"))})
