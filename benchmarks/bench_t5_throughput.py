@@ -12,7 +12,9 @@ A step is forward, loss, backward, ``optimizer.step()`` and ``zero_grad``. After
 in interleaved rounds (ours, HF, HF, ours, ...), so load from other work on the machine hits all of them alike;
 the table gives the median step time over all timed steps. Tokens/s counts encoder and decoder tokens,
 ``batch * (inputs_length + targets_length)``. ``--compile`` adds ``torch.compile(model)`` for both models (the
-compile time of the first steps is reported separately, not in the medians). ``--flex`` adds our model with
+compile time of the first steps is reported separately, not in the medians). ``--profile-steps N`` records N more
+steps of each variant under ``torch.profiler`` after the timing: kernels and kernel time per step, and the ops with
+the most kernel time (where one model's step differs from the other's). ``--flex`` adds our model with
 ``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--device cuda`` runs everything on the GPU with the
 trainer's CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's time ends with ``loss.item()``, which waits
 for the step's kernels.
@@ -38,6 +40,7 @@ import numpy as np
 import torch
 import transformers
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
 from c4prep.training.losses import token_cross_entropy
 from c4prep.training.models.t5 import T5, num_parameters, t5_config
@@ -125,6 +128,21 @@ class Variant:
         return time.perf_counter() - start
 
 
+def profile_steps(variant: Variant, batch: dict, steps: int, top: int = 12) -> dict:
+    """``steps`` more steps of ``variant`` under ``torch.profiler``: kernels and kernel milliseconds per step, and
+    the ``top`` ops by their own kernel time."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if variant.device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            variant.step(batch)
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    ops = sorted(prof.key_averages(), key=lambda a: a.self_device_time_total, reverse=True)[:top]
+    return {"kernels_per_step": round(len(kernels) / steps, 1),
+            "kernel_ms_per_step": round(sum(e.device_time for e in kernels) / 1000 / steps, 3),
+            "top_ops": [{"op": a.key[:100], "ms": round(a.self_device_time_total / 1000 / steps, 3),
+                         "calls": round(a.count / steps, 1)} for a in ops]}
+
+
 def bench_precision(args: argparse.Namespace, precision: str, batch: dict) -> list[dict]:
     """All variants of one precision: fresh identical models, warm-up, then interleaved timed rounds."""
     bf16, device = precision == "bf16", torch.device(args.device)
@@ -164,6 +182,8 @@ def bench_precision(args: argparse.Namespace, precision: str, batch: dict) -> li
                      "timed_steps": len(variant.times), "steps_s": [round(t, 3) for t in variant.times],
                      "warmup_steps_s": [round(t, 3) for t in variant.first_steps],
                      "first_loss": round(variant.losses[0], 6)})
+        if args.profile_steps:
+            rows[-1]["profile"] = profile_steps(variant, batch, args.profile_steps)
     return rows + failed
 
 
@@ -190,6 +210,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="batch 2, 1 warm-up, 4 rounds of 1 step (with "
                         "--compile the warm-up still includes the compilation, about a minute per model)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile-steps", type=int, default=0,
+                        help="after the timing, profile this many steps of each variant (kernels per step, top ops)")
     args = parser.parse_args()
     if args.flex and args.device != "cuda":
         parser.error("--flex needs --device cuda (flex_attention has no backward pass on the CPU)")
