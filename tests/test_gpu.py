@@ -242,7 +242,11 @@ def test_dropout_gradients_are_unbiased(path, layout, record_property, draws: in
 
 @pytest.mark.parametrize("path", PATHS)
 def test_successive_dropout_calls_draw_fresh_masks(path):
-    """H3: two calls in a row (no reseeding) advance the generator and their dropout noise is uncorrelated."""
+    """H3: two calls in a row (no reseeding) advance the generator and their dropout noise is uncorrelated.
+
+    Correlated over the queries that see at least 32 keys: an early causal query's noise comes from one or a few mask
+    bits, and those rows made the correlation of independent masks reach 0.062 in 60 pairs (the written-out path on
+    the CPU; 0.051 on an H200's math path). Over the later rows it stayed below 0.02; reused masks give about 1."""
     call = make_call("causal", torch.bfloat16)
     with torch.no_grad():
         mean = attend(path, call).float()
@@ -250,7 +254,9 @@ def test_successive_dropout_calls_draw_fresh_masks(path):
         first = attend(path, call, DROPOUT).float() - mean
         assert torch.cuda.default_generators[DEVICE.index or 0].get_offset() > offset
         second = attend(path, call, DROPOUT).float() - mean
-    correlation = torch.corrcoef(torch.stack([first.flatten(), second.flatten()]))[0, 1].item()
+    later = slice(31, None)  # queries 31.. see 32 keys or more
+    correlation = torch.corrcoef(torch.stack([first[..., later, :].flatten(),
+                                              second[..., later, :].flatten()]))[0, 1].item()
     assert abs(correlation) < 0.05
 
 

@@ -34,8 +34,11 @@ pytestmark = pytest.mark.gpu
 QUIET = ["trainer.device=cuda", "trainer.tensorboard=false", "trainer.progress=false"]
 BACKENDS = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
 # The handout recipe's first 1,150 steps (50 epochs; the cosine runs over its token budget, so shortening max_steps
-# keeps the schedule). Issue #23's bf16 run was at 2.79 there, fp32 at 2.18.
-A5_STEPS, A5_TAIL, A5_TOLERANCE = 1150, 115, 0.1
+# keeps the schedule). Issue #23's bf16 run was at 2.79 there, fp32 at 2.18. Tolerances from two runs of the tier on
+# an H200 (thirteenth session): fp32 references of one configuration, each in its own process, ended at 2.135-2.280;
+# bf16 runs that train ended 0.07 below to 0.12 above their reference with gradient norms 0.8-1.6x; the diverging
+# kernel ended 0.54-1.01 above with gradient norms 16-1,360x.
+A5_STEPS, A5_TAIL, A5_TOLERANCE, A5_GRAD_NORM_RATIO = 1150, 115, 0.25, 4.0
 A5_CASES = {  # id: (model.attention, SDPA backends in bf16 (None: PyTorch's choice), data.pack, force SDPA)
     "vanilla-recipe": ("causal", None, True, False),  # c4prep's choice: written out (dropout in bf16 on CUDA)
     "vanilla-fused": ("causal", None, True, True),  # the issue's run: memory-efficient for the packed rows' mask
@@ -96,8 +99,10 @@ def test_a5_bf16_tracks_fp32(case, a5_fp32, shared_data, tmp_path, monkeypatch, 
     gap = tail(bf16, A5_TAIL) - tail(fp32, A5_TAIL)
     record_property("tails_bf16_fp32", [round(tail(bf16, A5_TAIL), 4), round(tail(fp32, A5_TAIL), 4)])
     record_property("grad_norms_bf16_fp32", [bf16_norms[-1], fp32_norms[-1]])
-    assert abs(gap) <= A5_TOLERANCE, (f"{case}: bf16 {tail(bf16, A5_TAIL):.3f} vs fp32 {tail(fp32, A5_TAIL):.3f}; "
-                                      f"last grad norms {bf16_norms[-1]:.3g} vs {fp32_norms[-1]:.3g}")
+    message = (f"{case}: bf16 {tail(bf16, A5_TAIL):.3f} vs fp32 {tail(fp32, A5_TAIL):.3f}; "
+               f"last grad norms {bf16_norms[-1]:.3g} vs {fp32_norms[-1]:.3g}")
+    assert abs(gap) <= A5_TOLERANCE, message
+    assert bf16_norms[-1] <= A5_GRAD_NORM_RATIO * fp32_norms[-1], message
 
 
 @pytest.fixture(scope="module")
