@@ -14,10 +14,10 @@ the table gives the median step time over all timed steps. Tokens/s counts encod
 ``batch * (inputs_length + targets_length)``. ``--compile`` adds ``torch.compile(model)`` for both models (the
 compile time of the first steps is reported separately, not in the medians). ``--profile-steps N`` records N more
 steps of each variant under ``torch.profiler`` after the timing: kernels and kernel time per step, and the ops with
-the most kernel time (where one model's step differs from the other's). ``--flex`` adds our model with
-``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--device cuda`` runs everything on the GPU with the
-trainer's CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's time ends with ``loss.item()``, which waits
-for the step's kernels.
+the most kernel time and with the most host time (where one model's step differs from the other's). ``--flex``
+adds our model with ``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--device cuda`` runs everything
+on the GPU with the trainer's CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's time ends with
+``loss.item()``, which waits for the step's kernels.
 
     python benchmarks/bench_t5_throughput.py [--size t5_small] [--batch 4] [--rounds 4] [--compile] [--flex]
                                              [--device cpu|cuda] [--quick]
@@ -130,17 +130,21 @@ class Variant:
 
 def profile_steps(variant: Variant, batch: dict, steps: int, top: int = 12) -> dict:
     """``steps`` more steps of ``variant`` under ``torch.profiler``: kernels and kernel milliseconds per step, and
-    the ``top`` ops by their own kernel time."""
+    the ``top`` ops by their own kernel time and by their own host time."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if variant.device.type == "cuda" else [])
     with profile(activities=activities) as prof:
         for _ in range(steps):
             variant.step(batch)
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    ops = sorted(prof.key_averages(), key=lambda a: a.self_device_time_total, reverse=True)[:top]
+    averages = prof.key_averages()
+
+    def top_by(key: str) -> list[dict]:
+        ops = sorted(averages, key=lambda a: getattr(a, key), reverse=True)[:top]
+        return [{"op": a.key[:100], "ms": round(getattr(a, key) / 1000 / steps, 3), "calls": round(a.count / steps, 1)}
+                for a in ops]
     return {"kernels_per_step": round(len(kernels) / steps, 1),
             "kernel_ms_per_step": round(sum(e.device_time for e in kernels) / 1000 / steps, 3),
-            "top_ops": [{"op": a.key[:100], "ms": round(a.self_device_time_total / 1000 / steps, 3),
-                         "calls": round(a.count / steps, 1)} for a in ops]}
+            "top_ops": top_by("self_device_time_total"), "top_host_ops": top_by("self_cpu_time_total")}
 
 
 def bench_precision(args: argparse.Namespace, precision: str, batch: dict) -> list[dict]:

@@ -4,11 +4,12 @@
 #   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
 #
 # --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: T5 t5_small batch 32 ours
-# against HF, compiled, with FlexAttention (its score_mod reads a dense bias since the tenth session; 147 s on an
-# H200 before), the A5 recipe's vanilla-bf16-graphs-packed variant (CUDA graphs on re-packed rows: 186.7 s on an
-# H200) against the same with the losses read at log steps only (-queued, trainer.loss_check=log; not yet run on a
-# GPU), then the tests and the layout check (143 s and 9 s on an H200): about 11 minutes in all, so a lease whose
-# calls stop at 10 minutes runs it as two calls (the steps are logged one by one, and any left out run alone).
+# against HF, eager and compiled, with each variant's kernels and host time profiled (57 s on an H200: compiled, both
+# models ran the same 23 ms of kernels in host-bound steps of 41.5 and 47.6 ms), then where a step of the A5 recipe's
+# vanilla-bf16-graphs-packed-queued variant goes (benchmarks/gpu_a5_step_profile.py; the whole recipe took 160.0 s,
+# 7.35 ms a step), the tests and the layout check (145 s and 5 s), and last T5 with FlexAttention added (its
+# score_mod reads a dense bias since the tenth session; not finished within 180 s on an H200): about 8 minutes
+# before the FlexAttention step (the steps are logged one by one, and any left out run alone).
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/ and ptb/. Steps, each logged to <results>/<step>.log:
@@ -63,7 +64,7 @@ t5_step() {  # t5_step <name> <size> <batch> [--flex]: ours against HF, eager an
     shift 3
     step "$name" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile "$@" \
         --precision bf16 --size "$size" --batch "$batch" --rounds 5 --steps-per-round 4 --warmup 3 \
-        --json "$OUT/$name.json"
+        --profile-steps 3 --json "$OUT/$name.json"
 }
 
 t5_steps() {  # t5_steps <size> <batch>: ours against HF; then with FlexAttention added, apart, so that a slow
@@ -72,15 +73,18 @@ t5_steps() {  # t5_steps <size> <batch>: ours against HF; then with FlexAttentio
     t5_step t5_throughput_flex "$1" "$2" --flex
 }
 
-if $QUICK; then  # what earlier leases left unmeasured first: FlexAttention's dense bias, the host queueing steps
-    t5_step t5_throughput_flex t5_small 32 --flex
-    step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5" \
-        --variants vanilla-bf16-graphs-packed vanilla-bf16-graphs-packed-queued
+if $QUICK; then  # what earlier leases left unmeasured first: where the host time of a T5 and an A5 step goes
+    t5_step t5_throughput t5_small 32
+    step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py --label queued trainer.compile=true \
+        trainer.compile_mode=reduce-overhead trainer.loss_check=log trainer.num_workers=4 \
+        > \"$OUT/a5_step_profile.jsonl\""
 fi
 step tests "$PYTHON" -m pytest -m gpu -n 8 -q -ra -p no:cacheprovider -o junit_logging=all \
     tests/test_gpu.py tests/test_gpu_training.py --junitxml="$OUT/tests.xml"
 step sdpa_layouts sh -c "\"$PYTHON\" benchmarks/gpu_sdpa_dropout_layouts.py > \"$OUT/sdpa_dropout_layouts.jsonl\""
-if ! $QUICK; then
+if $QUICK; then
+    t5_step t5_throughput_flex t5_small 32 --flex
+else
     step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5"
     for config in "t5_small 32" "t5_small 128" "t5_base 32"; do
         t5_steps $config

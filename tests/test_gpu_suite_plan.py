@@ -1,5 +1,6 @@
 """The GPU suite's plan, checked on the CPU so that a GPU lease is not lost to a typo: every A5 recipe variant that
-benchmarks/gpu_suite.sh names exists, and every variant's overrides make a valid config for both of its phases."""
+benchmarks/gpu_suite.sh names exists, the A5 step profile's overrides make a valid config, and every variant's
+overrides make a valid config for both of its phases."""
 import importlib.util
 import re
 from pathlib import Path
@@ -21,11 +22,19 @@ def _recipe_module():
 VARIANTS = _recipe_module().VARIANTS
 
 
+def _suite() -> str:
+    return (BENCHMARKS / "gpu_suite.sh").read_text().replace("\\\n", " ")
+
+
 def test_the_suite_names_only_known_variants():
-    script = (BENCHMARKS / "gpu_suite.sh").read_text().replace("\\\n", " ")
-    named = [name for listed in re.findall(r"--variants ([\w\- ]+)", script) for name in listed.split()]
-    assert "vanilla-bf16-graphs-packed-queued" in named  # the quick suite's A/B
+    named = [name for listed in re.findall(r"--variants ([\w\- ]+)", _suite()) for name in listed.split()]
     assert set(named) <= set(VARIANTS)
+
+
+def test_the_quick_suite_profiles_a_valid_a5_config():
+    overrides = re.search(r"gpu_a5_step_profile.py --label \S+ ([^>]+)>", _suite()).group(1).split()
+    cfg = load_config(["experiment=cs224n_a5_pretrain", *overrides])
+    assert (cfg.trainer.compile_mode, cfg.trainer.loss_check) == ("reduce-overhead", "log")
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
