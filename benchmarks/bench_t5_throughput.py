@@ -12,9 +12,11 @@ A step is forward, loss, backward, ``optimizer.step()`` and ``zero_grad``. After
 in interleaved rounds (ours, HF, HF, ours, ...), so load from other work on the machine hits all of them alike;
 the table gives the median step time over all timed steps. Tokens/s counts encoder and decoder tokens,
 ``batch * (inputs_length + targets_length)``. ``--compile`` adds ``torch.compile(model)`` for both models (the
-compile time of the first steps is reported separately, not in the medians). ``--profile-steps N`` records N more
-steps of each variant under ``torch.profiler`` after the timing: kernels and kernel time per step, and the ops with
-the most kernel time and with the most host time (where one model's step differs from the other's). ``--flex``
+compile time of the first steps is reported separately, not in the medians), in ``--compile-mode`` (``default``,
+or ``reduce-overhead`` for CUDA graphs, which take the host's launch time out of a step). ``--profile-steps N``
+records N more steps of each variant under ``torch.profiler`` after the timing: kernels and kernel time per step,
+and the ops with the most kernel time and with the most host time (where one model's step differs from the
+other's). ``--flex``
 adds our model with ``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--device cuda`` runs everything
 on the GPU with the trainer's CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's time ends with
 ``loss.item()``, which waits for the step's kernels.
@@ -158,10 +160,13 @@ def bench_precision(args: argparse.Namespace, precision: str, batch: dict) -> li
     if args.compile:
         # A second copy of each model, so compiled and eager variants do not share (and advance) one optimizer
         ours_c, hf_c, flex_c = build_models(args.size, args.seed, device, args.flex)
-        variants += [Variant("ours compiled", forward_ours(torch.compile(ours_c)), ours_c.parameters(), bf16, device),
-                     Variant("HF compiled", forward_hf(torch.compile(hf_c)), hf_c.parameters(), bf16, device)]
+
+        def compiled(model: nn.Module) -> nn.Module:
+            return torch.compile(model, mode=args.compile_mode)
+        variants += [Variant("ours compiled", forward_ours(compiled(ours_c)), ours_c.parameters(), bf16, device),
+                     Variant("HF compiled", forward_hf(compiled(hf_c)), hf_c.parameters(), bf16, device)]
         if args.flex:
-            variants.append(Variant("ours flex compiled", forward_ours(torch.compile(flex_c)), flex_c.parameters(),
+            variants.append(Variant("ours flex compiled", forward_ours(compiled(flex_c)), flex_c.parameters(),
                                     bf16, device))
     failed = []
     for variant in variants:
@@ -208,6 +213,8 @@ def main() -> None:
     parser.add_argument("--steps-per-round", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--compile", action="store_true", help="also time torch.compile(model) for both")
+    parser.add_argument("--compile-mode", default="default", choices=["default", "reduce-overhead"],
+                        help="torch.compile's mode for both models (reduce-overhead: CUDA graphs on a GPU)")
     parser.add_argument("--flex", action="store_true", help="also time our model with attention_impl=flex")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--json", type=str, default="", help="also write the JSON report to this file")
@@ -233,7 +240,8 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                     "python": platform.python_version(), "torch": torch.__version__, "device": device_name(args),
                     "transformers": transformers.__version__, "load_avg_start": os.getloadavg()},
-        "setup": {"size": args.size, "batch": args.batch, "inputs_length": batch["encoder_input_tokens"].shape[1],
+        "setup": {"size": args.size, "batch": args.batch, "compile_mode": args.compile_mode,
+                  "inputs_length": batch["encoder_input_tokens"].shape[1],
                   "targets_length": batch["decoder_target_tokens"].shape[1],
                   "tokens_per_step": batch["encoder_input_tokens"].numel() + batch["decoder_target_tokens"].numel(),
                   "parameters": count_parameters(args.size),

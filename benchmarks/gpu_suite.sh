@@ -5,10 +5,11 @@
 #
 # --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: T5 t5_small batch 32 ours
 # against HF, eager and compiled, with each variant's kernels and host time profiled (57 s on an H200: compiled, both
-# models ran the same 23 ms of kernels in host-bound steps of 41.5 and 47.6 ms), then where a step of the A5 recipe's
+# models ran the same 23 ms of kernels in host-bound steps of 41.5 and 47.6 ms), the same compiled with CUDA graphs
+# (--compile-mode reduce-overhead, both models; never run on a GPU), then where a step of the A5 recipe's
 # vanilla-bf16-graphs-packed-queued variant goes (benchmarks/gpu_a5_step_profile.py; the whole recipe took 160.0 s,
 # 7.35 ms a step), the tests and the layout check (145 s and 5 s), and last T5 with FlexAttention added (its
-# score_mod reads a dense bias since the tenth session; not finished within 180 s on an H200): about 8 minutes
+# score_mod reads a dense bias since the tenth session; not finished within 180 s on an H200): about 9 minutes
 # before the FlexAttention step (the steps are logged one by one, and any left out run alone).
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
@@ -75,6 +76,7 @@ t5_steps() {  # t5_steps <size> <batch>: ours against HF; then with FlexAttentio
 
 if $QUICK; then  # what earlier leases left unmeasured first: where the host time of a T5 and an A5 step goes
     t5_step t5_throughput t5_small 32
+    t5_step t5_throughput_graphs t5_small 32 --compile-mode reduce-overhead
     step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py --label queued trainer.compile=true \
         trainer.compile_mode=reduce-overhead trainer.loss_check=log trainer.num_workers=4 \
         > \"$OUT/a5_step_profile.jsonl\""
