@@ -33,7 +33,9 @@ from typing import Any, Callable, Iterator
 
 import apache_beam as beam
 import numpy as np
-from apache_beam.transforms.window import GlobalWindows
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from c4prep.beam_runs import INTEGRITY_NAMESPACE, CounterCache
 
@@ -68,6 +70,9 @@ class SmallestClaims(beam.CombineFn):
 BUNDLE_CLAIMS = 200_000  # claims `_EmitClaims` holds before it emits them (bounds a worker's memory)
 BUNDLE_OWNERS = 1_000_000  # owned keys `_ToOwner` holds before it emits its table (bounds a worker's memory)
 DEFAULT_CLAIM_BUCKETS = 256
+# What `finish_bundle` emits, in Beam's global window: one tuple for all (`GlobalWindows.windowed_value` builds the
+# window again for every element, reading its end from a proto each time).
+_GLOBAL_WINDOWS = (GlobalWindow(),)
 
 
 def claim_buckets(input_files: int) -> int:
@@ -112,7 +117,7 @@ class _EmitClaims(beam.DoFn):
 
     def finish_bundle(self):
         for keyed in self._emit_claims():
-            yield GlobalWindows.windowed_value(keyed)
+            yield WindowedValue(keyed, MIN_TIMESTAMP, _GLOBAL_WINDOWS)
 
     def _emit_claims(self) -> Iterator[tuple[int, np.ndarray]]:
         block = claim_blocks.claims_block(self.pages, self.claims_per_page, self.keys, self.occurrences)
@@ -157,7 +162,7 @@ class _ToOwner(beam.DoFn):
 
     def finish_bundle(self):
         for keyed in self._emit_table():
-            yield GlobalWindows.windowed_value(keyed)
+            yield WindowedValue(keyed, MIN_TIMESTAMP, _GLOBAL_WINDOWS)
 
     def _emit_table(self) -> Iterator[tuple[dedup.PageId, tuple[int, list]]]:
         table, self.table, self.held = self.table, {}, 0
@@ -279,7 +284,7 @@ class _OwnershipDedup(beam.PTransform):
             | "SmallestClaimPerKey" >> beam.CombinePerKey(SmallestClaims())
             | "ToOwner" >> beam.ParDo(_ToOwner(self.namespace, type(self).owned_payload))
         )
-        encoded_pages = keyed_pages | "EncodePages" >> beam.Map(_encoded, encode=type(self).encode)
+        encoded_pages = keyed_pages | "EncodePages" >> beam.Map(functools.partial(_encoded, encode=type(self).encode))
         return (
             (encoded_pages, owned)
             | "JoinById" >> _JoinById()
