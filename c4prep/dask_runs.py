@@ -15,8 +15,8 @@ from c4prep import job_gc
 from c4prep.dask_shuffle import (SHUFFLE_METHOD, DaskShuffleOptions, dask_shuffle, lost_worker_error,
                                  workers_lost_since)
 from c4prep.dask_task_counters import WORKER_PLUGIN, CollectTaskCounters, ReportTaskCounters, finished_task_counts
-from c4prep.dask_workarounds import (DeepSizes, LiftCombiners, ReleaseTaskSpecs, releasing_bundle_outputs,
-                                     waiting_on_the_jobs_client)
+from c4prep.dask_workarounds import (DeepSizes, GroupByKeyInTheGlobalWindow, LiftCombiners, ReleaseTaskSpecs,
+                                     releasing_bundle_outputs, waiting_on_the_jobs_client)
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, watching
 from c4prep.runner_results import RunnerSetupError
@@ -39,9 +39,10 @@ class JobCollector(WorkerPlugin):
 def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> Counters:
     """Run the job on the Dask cluster named by the options and return its counters, each task counted once.
 
-    The job runs with c4prep's workarounds for Beam's DaskRunner (`dask_workarounds`): combiners lifted, bundle
-    outputs released and `finish_bundle` outputs kept, elements sized for spilling, finished tasks' specs released,
-    the job's end seen at once, and the workers' garbage collector set for the job (`job_gc`). Its `GroupByKey`s
+    The job runs with c4prep's workarounds for Beam's DaskRunner (`dask_workarounds`): combiners lifted, no
+    windows through shuffles in the global window, bundle outputs released and `finish_bundle` outputs kept,
+    elements sized for spilling, finished tasks' specs released, the job's end seen at once, and the workers'
+    garbage collector set for the job (`job_gc`). Its `GroupByKey`s
     shuffle as ``--dask_shuffle`` says (`dask_shuffle`); a disk-shuffle job that fails after the scheduler lost a
     worker running or holding its tasks raises `LostWorkerError`. With ``progress``, the progress line counts the
     tasks that have finished so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a task is a
@@ -64,7 +65,7 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
         try:
             with watching(progress) as watch, \
                     dask_shuffle(client, options.view_as(DaskShuffleOptions).dask_shuffle) as graph_settings:
-                pipeline.replace_all([LiftCombiners()])
+                pipeline.replace_all([LiftCombiners(), GroupByKeyInTheGlobalWindow()])
                 with releasing_bundle_outputs(), dask.config.set(graph_settings):
                     result = pipeline.run()
                 watch.add_source(Throttled(finished_tasks))

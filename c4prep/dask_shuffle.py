@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import shutil
 import tempfile
 import uuid
 from contextlib import contextmanager
 from functools import partial
+from itertools import chain
 from typing import Iterator
 
 import dask
@@ -94,10 +96,22 @@ class _AppendsWithoutSync:
 
 
 def shuffle_store(path: str):
-    """The `partd` store of one disk shuffle, in folder `path`, stacked as Dask stacks it (pickled groups, compressed
-    with Snappy where python-snappy is installed). Every handle names its folder, so none deletes it when freed."""
+    """The `partd` store of one disk shuffle, in folder `path`, stacked as Dask stacks it (groups compressed with
+    Snappy where python-snappy is installed), but always pickled. Dask's `partd.Python` tries msgpack first, which
+    gives tuples back as lists: it fell back to pickle only because Beam's elements carried their windows
+    (`dask_workarounds` 10); without them a tuple key came back from the disk as a list, which cannot be grouped.
+    Every handle names its folder, so none deletes it when freed."""
     files = partd.File(path)
-    return partd.Python(partd.Snappy(files) if hasattr(partd, "Snappy") else files)
+    return partd.Encode(_pickled, pickle.loads, _concatenated, partd.Snappy(files) if hasattr(partd, "Snappy")
+                        else files)
+
+
+def _pickled(elements: list) -> bytes:
+    return pickle.dumps(elements, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _concatenated(lists: list[list]) -> list:
+    return list(chain.from_iterable(lists))
 
 
 def partition_to_disk(grouper, sequence, npartitions: int, path: str, nelements: int = 2**20) -> None:

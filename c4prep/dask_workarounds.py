@@ -46,6 +46,10 @@
    after the scheduler had the job's last result, and wall times came in two modes 5 s apart.
    `waiting_on_the_jobs_client` makes Beam's own client current while it waits: it returns when the last task
    ends.
+9. **No windows carried through a shuffle in the global window.** Beam's DaskRunner expands every `GroupByKey` into
+   a ParDo that pairs each value with its timestamp and window (``ReifyWindows``, run by Beam's per-window invoker),
+   the shuffle of those ``WindowedValue`` pairs, and a step that takes the values out of them again. In the global
+   window nothing reads them: `GroupByKeyInTheGlobalWindow` shuffles the values themselves, into the same groups.
 """
 from __future__ import annotations
 
@@ -56,6 +60,7 @@ from contextlib import AbstractContextManager
 from apache_beam.pipeline import PTransformOverride
 from apache_beam.runners.common import DoFnInvoker
 from apache_beam.runners.dask import transform_evaluator
+from apache_beam.runners.dask.overrides import _GroupByKeyOnly
 from apache_beam.pvalue import TaggedOutput
 from apache_beam.transforms import core
 from apache_beam.transforms.combiners import LiftedCombinePerKey, _FinishCombine, _PartialGroupByKeyCombiningValues
@@ -117,6 +122,18 @@ class LiftCombiners(PTransformOverride):
     def get_replacement_transform_for_applied_ptransform(self, applied_ptransform):
         transform = applied_ptransform.transform
         return ReleasingLiftedCombinePerKey(transform.fn, transform.args, transform.kwargs)
+
+
+class GroupByKeyInTheGlobalWindow(PTransformOverride):
+    """A `GroupByKey` in the global window as Beam's DaskRunner's shuffle alone, without its windows (see 9);
+    applied before Beam's own replacement, which then finds none left."""
+
+    def matches(self, applied_ptransform) -> bool:
+        return (type(applied_ptransform.transform) is core.GroupByKey
+                and applied_ptransform.inputs[0].windowing.is_default())
+
+    def get_replacement_transform_for_applied_ptransform(self, applied_ptransform):
+        return _GroupByKeyOnly()
 
 
 def windowed_in_the_global_window(item, window_fn) -> WindowedValue:

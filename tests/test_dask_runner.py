@@ -396,6 +396,21 @@ def test_a_freed_shuffle_store_keeps_its_files(tmp_path):
     assert not freed_handle_folder(lambda: partd.Python(partd.File(dir=str(tmp_path)))).exists()  # partd's own
 
 
+def test_the_shuffle_store_gives_back_tuples_as_tuples(tmp_path):
+    """Dask's own store (`partd.Python`) packs with msgpack where it can, which turns tuples into lists: a tuple key
+    read back could not be grouped. c4prep's store pickles."""
+    import partd
+
+    from c4prep.dask_shuffle import shuffle_store
+
+    elements = [(("example.com/a", 3), (0, b"page")), ((1, 2), (1, [("claim", 7)]))]
+    for name, store in (("ours", shuffle_store(str(tmp_path / "ours"))),
+                        ("dask", partd.Python(partd.File(str(tmp_path / "dask"))))):
+        store.append({0: elements[:1]})
+        store.append({0: elements[1:]})
+        assert (store.get(0) == elements) == (name == "ours"), name
+
+
 def test_disk_shuffle_writes_the_groups_dask_writes_in_one_block_and_partitions_where_its_input_is(
         dask_cluster, tmp_path, monkeypatch):
     """`partition_to_disk` writes the shuffle files Dask's own step writes, in one block per list input and without

@@ -13,13 +13,14 @@ from apache_beam.runners.dask import transform_evaluator  # noqa: E402
 from apache_beam.runners.dask.dask_runner import DaskRunner  # noqa: E402
 from apache_beam.runners.dask.overrides import dask_overrides  # noqa: E402
 from apache_beam.transforms.combiners import LiftedCombinePerKey, _PartialGroupByKeyCombiningValues  # noqa: E402
-from apache_beam.transforms.window import GlobalWindow  # noqa: E402
+from apache_beam.transforms.window import FixedWindows, GlobalWindow  # noqa: E402
 from apache_beam.utils.windowed_value import WindowedValue  # noqa: E402
 from dask.sizeof import sizeof  # noqa: E402
 
 from c4prep.beam_runs import job_pipeline  # noqa: E402
 from c4prep.dask_workarounds import (  # noqa: E402
     DeepSizes,
+    GroupByKeyInTheGlobalWindow,
     LiftCombiners,
     ReleasingPreCombine,
     apply_dofn_releasing_outputs,
@@ -137,6 +138,27 @@ def test_combiners_are_lifted_with_the_same_result():
     assert not any(pre_combine in label for label in plain_labels)
 
 
+def _grouped_by_parity(numbers):
+    return _by_parity(numbers) | beam.GroupByKey()
+
+
+def test_a_shuffle_in_the_global_window_carries_no_windows():
+    """Beam pairs each value with its window before the shuffle (`ReifyWindows`) and takes it out after; in the
+    global window c4prep shuffles the values alone, into the same groups. In other windows Beam's expansion stays."""
+    beams_labels, our_labels, windowed_labels = [], [], []
+    with releasing_bundle_outputs():
+        beams = _translated_bag(_grouped_by_parity, labels=beams_labels)
+        ours = _translated_bag(_grouped_by_parity, [GroupByKeyInTheGlobalWindow()], our_labels)
+        _translated_bag(lambda numbers: _grouped_by_parity(numbers | beam.WindowInto(FixedWindows(5))),
+                        [GroupByKeyInTheGlobalWindow()], windowed_labels)
+
+    def groups(bag):
+        return sorted((key, sorted(values)) for key, values in bag.compute(scheduler="sync"))
+    assert groups(ours) == groups(beams) == [(0, [0, 2, 4, 6, 8]), (1, [1, 3, 5, 7, 9])]
+    reified = ["ReifyWindows" in " ".join(labels) for labels in (beams_labels, our_labels, windowed_labels)]
+    assert reified == [True, False, True]
+
+
 def test_the_pre_combined_table_is_released_after_its_bundle():
     """Beam's pre-combining DoFn keeps its last bundle's table, which the task (DoFn included) keeps alive on a Dask
     worker; c4prep's empties it once emitted."""
@@ -168,7 +190,7 @@ def test_plain_elements_share_one_global_window_as_beam_would_give():
     """`windowed_in_the_global_window` equals Beam's `get_windowed_value` on every kind of element; a plain element
     gets the shared tuple holding Beam's own (singleton) global window."""
     from apache_beam.pvalue import TaggedOutput
-    from apache_beam.transforms.window import FixedWindows, GlobalWindows, TimestampedValue
+    from apache_beam.transforms.window import GlobalWindows, TimestampedValue
 
     beam_version = transform_evaluator.get_windowed_value
     elements = [("key", b"\x00" * 16), "text", TaggedOutput("tag", 7), WindowedValue(3, 5, (GlobalWindow(),)),
