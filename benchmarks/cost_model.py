@@ -6,11 +6,11 @@ and a projection of one whole dump on N distributed workers of this machine's si
 The rates are rows of benchmarks/RESULTS.md, each with its date and command: the rules alone and the first version
 ("C4 `en` pipeline throughput", 2026-11-21, `bench_c4_pipeline.py --copies 40`), and the default `c4prep run`
 (variant `en`, sentence dedup) in memory, on the DirectRunner with 2 worker processes and on Beam's DaskRunner with 2
-workers, disk shuffle ("In memory, ninth session", 2026-11-26, `bench_runners.py --files 30 --copies 10 --runs
-in_memory dask_disk multi_processing --rounds 2`: perturbed copies, on which the text dedup keeps about half of each
-page; the call with the final code), and the task shuffle from the eighth session's last table (not run since). The
-reference is the T5 README's ~335 CPU-days for C4 `en` from one Common Crawl dump on Dataflow (WET download
-included). Prints Markdown tables.
+workers, disk shuffle ("Dask, thirteenth session", 2026-11-27, two calls of `bench_runners.py --files 30 --copies 10
+--runs in_memory multi_processing dask_disk --rounds 3`: perturbed copies, on which the text dedup keeps about half
+of each page; the median wall of six rounds each, one day, so the three are comparable), and the task shuffle from
+the eighth session's last table (not run since). The reference is the T5 README's ~335 CPU-days for C4 `en` from one
+Common Crawl dump on Dataflow (WET download included). The projection scales out the Dask run. Prints Markdown tables.
 """
 from __future__ import annotations
 
@@ -24,19 +24,19 @@ REFERENCE_CPU_DAYS = 335
 DEFAULT_DUMP_PAGES = (2.65e9, 2.9e9)
 MEASURED_RATES = (  # (what was measured, raw pages/s per core)
     ("rules only, pure functions, 1 core (2026-11-21)", 2029.0),
-    ("default `c4prep run`, DirectRunner in memory, 100,500 pages (2026-11-26, ninth session)", 2316.0),
-    ("default `c4prep run`, DirectRunner multi_processing, 2 workers, 100,500 pages (ninth session)", 1598.0),
+    ("default `c4prep run`, DirectRunner in memory, 100,500 pages (2026-11-27, thirteenth session)", 1947.0),
+    ("default `c4prep run`, DirectRunner multi_processing, 2 workers, 100,500 pages (thirteenth session)", 1390.0),
     ("default `c4prep run`, Beam's DaskRunner, 2 workers, task shuffle, 100,500 pages (eighth session)", 906.0),
-    ("default `c4prep run`, Beam's DaskRunner, 2 workers, disk shuffle (the default), 100,500 pages (ninth session)",
-     1564.0),
+    ("default `c4prep run`, Beam's DaskRunner, 2 workers, disk shuffle (the default), 100,500 pages (thirteenth "
+     "session)", 1541.0),
     ("first version of the rules: pure-Python langdetect as TFDS, Punkt on every line, 1 core", 218.0),
 )
-# The distributed run the projection scales out: its per-core rate, the cores of one worker machine (this one), and
-# the peak memory each of its 2 SDK worker processes reached on 50,250 pages each (the driver, which holds
-# the DirectRunner's shuffle, reached 1,563 MiB; on Dataflow the shuffle service holds it).
-DISTRIBUTED_RATE = 1598.0
+# The distributed run the projection scales out (Beam's DaskRunner, disk shuffle): its per-core rate, the cores of
+# one worker machine (this one), and the peak memory each of its 2 Dask worker processes reached in a run of 100,500
+# pages (the driver reached 320 MiB; the shuffle is on disk).
+DISTRIBUTED_RATE = 1541.0
 CORES_PER_WORKER = 2
-WORKER_PEAK_MIB = (873, 907)
+WORKER_PEAK_MIB = (349, 437)
 DEFAULT_WORKERS = (10, 100, 1000)
 
 
@@ -82,8 +82,8 @@ def projection_table(dump_pages: float, workers: tuple[int, ...]) -> str:
     cpu_hours = cpu_hours_per_million_pages(DISTRIBUTED_RATE) * dump_pages / 1e6
     lines = [f"One dump of {dump_pages / 1e9:g} B raw pages at {DISTRIBUTED_RATE:,.0f} raw pages/s per core "
              f"({cpu_hours:,.0f} CPU-hours, {cpu_hours / HOURS_PER_DAY:,.0f} CPU-days); workers of "
-             f"{CORES_PER_WORKER} cores, each SDK worker process peaking at {max(WORKER_PEAK_MIB):,} MiB "
-             "on 50,250 pages:", "",
+             f"{CORES_PER_WORKER} cores, each Dask worker process peaking at {max(WORKER_PEAK_MIB):,} MiB "
+             "in a run of 100,500 pages (flat from 100k to 1M pages in the text dedup):", "",
              "| workers | cores | wall-clock hours | pages per worker |", "|---:|---:|---:|---:|"]
     for count in workers:
         lines.append(f"| {count:,} | {count * CORES_PER_WORKER:,} | "
