@@ -16,10 +16,9 @@ compile time of the first steps is reported separately, not in the medians), in 
 or ``reduce-overhead`` for CUDA graphs, which take the host's launch time out of a step). ``--profile-steps N``
 records N more steps of each variant under ``torch.profiler`` after the timing: kernels and kernel time per step,
 and the ops with the most kernel time and with the most host time (where one model's step differs from the
-other's). ``--flex``
-adds our model with ``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--device cuda`` runs everything
-on the GPU with the trainer's CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's time ends with
-``loss.item()``, which waits for the step's kernels.
+other's). ``--flex`` adds our model with ``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--device
+cuda`` runs everything on the GPU with the trainer's CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's
+time ends with ``loss.item()``, which waits for the step's kernels.
 
     python benchmarks/bench_t5_throughput.py [--size t5_small] [--batch 4] [--rounds 4] [--compile] [--flex]
                                              [--device cpu|cuda] [--quick]

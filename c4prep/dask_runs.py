@@ -42,11 +42,11 @@ def run_on_dask(pipeline, options, progress: ProgressSettings | None = None) -> 
     The job runs with c4prep's workarounds for Beam's DaskRunner (`dask_workarounds`): combiners lifted, no
     windows through shuffles in the global window, bundle outputs released and `finish_bundle` outputs kept,
     elements sized for spilling, finished tasks' specs released, the job's end seen at once, and the workers'
-    garbage collector set for the job (`job_gc`). Its `GroupByKey`s
-    shuffle as ``--dask_shuffle`` says (`dask_shuffle`); a disk-shuffle job that fails after the scheduler lost a
-    worker running or holding its tasks raises `LostWorkerError`. With ``progress``, the progress line counts the
-    tasks that have finished so far (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a task is a
-    whole partition of a stage, so the numbers move in steps."""
+    garbage collector set for the job (`job_gc`). Its `GroupByKey`s shuffle as ``--dask_shuffle`` says
+    (`dask_shuffle`); a disk-shuffle job that fails after the scheduler lost a worker running or holding its tasks
+    raises `LostWorkerError`. With ``progress``, the progress line counts the tasks that have finished so far
+    (asked from the scheduler at most every `REMOTE_POLL_S` seconds): a task is a whole partition of a stage, so
+    the numbers move in steps."""
     client_options = options.view_as(DaskOptions).get_all_options(drop_default=True, current_only=True)
     for bag_option in ("npartitions", "partition_size"):  # as Beam's DaskRunner builds its own client
         client_options.pop(bag_option, None)

@@ -99,7 +99,7 @@ def shuffle_store(path: str):
     """The `partd` store of one disk shuffle, in folder `path`, stacked as Dask stacks it (groups compressed with
     Snappy where python-snappy is installed), but always pickled. Dask's `partd.Python` tries msgpack first, which
     gives tuples back as lists: it fell back to pickle only because Beam's elements carried their windows
-    (`dask_workarounds` 10); without them a tuple key came back from the disk as a list, which cannot be grouped.
+    (`dask_workarounds` 9); without them a tuple key came back from the disk as a list, which cannot be grouped.
     Every handle names its folder, so none deletes it when freed."""
     files = partd.File(path)
     return partd.Encode(_pickled, pickle.loads, _concatenated, partd.Snappy(files) if hasattr(partd, "Snappy")
