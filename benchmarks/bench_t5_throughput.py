@@ -16,9 +16,11 @@ compile time of the first steps is reported separately, not in the medians), in 
 or ``reduce-overhead`` for CUDA graphs, which take the host's launch time out of a step). ``--profile-steps N``
 records N more steps of each variant under ``torch.profiler`` after the timing: kernels and kernel time per step,
 and the ops with the most kernel time and with the most host time (where one model's step differs from the
-other's). ``--flex`` adds our model with ``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--device
-cuda`` runs everything on the GPU with the trainer's CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's
-time ends with ``loss.item()``, which waits for the step's kernels.
+other's). ``--flex`` adds our model with ``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--only``
+times some of the variants alone (e.g. ``--only "ours compiled" "ours flex compiled"``); each variant's warm-up time
+(its compilation) is logged to stderr as it ends. ``--device cuda`` runs everything on the GPU with the trainer's
+CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's time ends with ``loss.item()``, which waits for the
+step's kernels.
 
     python benchmarks/bench_t5_throughput.py [--size t5_small] [--batch 4] [--rounds 4] [--compile] [--flex]
                                              [--device cpu|cuda] [--quick]
@@ -33,6 +35,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +56,7 @@ from c4prep.training.objectives.noise import (
 
 VOCAB_SIZE = 32_100  # 32,000 SentencePiece pieces + 100 sentinels; the model pads the rows to 32,128
 EOS_ID = 1
+VARIANT_NAMES = ("ours", "HF", "ours flex", "ours compiled", "HF compiled", "ours flex compiled")
 
 
 def span_corruption_batch(batch: int, inputs_length: int, seed: int) -> dict[str, torch.Tensor]:
@@ -167,11 +171,15 @@ def bench_precision(args: argparse.Namespace, precision: str, batch: dict) -> li
         if args.flex:
             variants.append(Variant("ours flex compiled", forward_ours(compiled(flex_c)), flex_c.parameters(),
                                     bf16, device))
+    if args.only:
+        variants = [v for v in variants if v.name in args.only]
     failed = []
     for variant in variants:
         try:
             for _ in range(args.warmup):
                 variant.first_steps.append(variant.step(batch))
+            print(f"{precision} {variant.name}: {args.warmup} warm-up steps in {sum(variant.first_steps):.1f} s",
+                  file=sys.stderr, flush=True)  # logged as it happens: a run cut short still shows its compiles
         except Exception as error:  # noqa: BLE001 - e.g. a kernel that does not compile: recorded, the others run
             failed.append({"precision": precision, "model": variant.name, "error": repr(error)[:500]})
     variants = [v for v in variants if v.name not in {f["model"] for f in failed}]
@@ -216,6 +224,8 @@ def main() -> None:
                         help="torch.compile's mode for both models (reduce-overhead: CUDA graphs on a GPU)")
     parser.add_argument("--flex", action="store_true", help="also time our model with attention_impl=flex")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--only", nargs="+", default=[], choices=VARIANT_NAMES, metavar="MODEL",
+                        help=f"time only these variants, of: {', '.join(map(repr, VARIANT_NAMES))}")
     parser.add_argument("--json", type=str, default="", help="also write the JSON report to this file")
     parser.add_argument("--quick", action="store_true", help="batch 2, 1 warm-up, 4 rounds of 1 step (with "
                         "--compile the warm-up still includes the compilation, about a minute per model)")
