@@ -59,6 +59,13 @@ VARIANTS = {  # name: (model.attention, trainer.precision, further overrides of 
 }
 
 
+def phase_overrides(name: str) -> tuple[list[str], list[str]]:
+    """Variant ``name``'s overrides of the pretraining and of the fine-tuning phase."""
+    attention, precision, overrides = VARIANTS[name]
+    common = [f"model.attention={attention}", f"trainer.precision={precision}"]
+    return [*common, *overrides], common
+
+
 def train(*overrides: str) -> dict[str, Any]:
     """One `train` subprocess on the GPU: exit code, wall seconds, its JSON summary (empty on failure), and when it
     started (epoch seconds, as the metrics' ``time``)."""
@@ -77,10 +84,10 @@ def run_variant(out: Path, name: str, seed: int = 0) -> dict[str, Any]:
     """Pretraining then fine-tuning and answers, both phases with ``seed`` (the config's: model init, data order,
     masks, dropout); runs of a seed other than 0 are labelled with it."""
     attention, precision, overrides = VARIANTS[name]
-    common = [f"model.attention={attention}", f"trainer.precision={precision}", f"seed={seed}"]
+    pretrain_overrides, finetune_overrides = phase_overrides(name)
     label = name if seed == 0 else f"{name}-seed{seed}"
     pre_dir, ft_dir = out / f"{label}_pretrain", out / f"{label}_finetune"
-    pretrain = train("experiment=cs224n_a5_pretrain", f"output_dir={pre_dir}", *common, *overrides)
+    pretrain = train("experiment=cs224n_a5_pretrain", f"output_dir={pre_dir}", *pretrain_overrides, f"seed={seed}")
     row: dict[str, Any] = {"variant": name, "seed": seed, "label": label, "attention": attention,
                            "precision": precision, "overrides": overrides,
                            "pretrain": {k: pretrain[k] for k in ("returncode", "seconds", "stderr_tail")}}
@@ -92,7 +99,8 @@ def run_variant(out: Path, name: str, seed: int = 0) -> dict[str, Any]:
         row["final_pretrain_loss"] = logged[-1]["metrics"]["loss"]
         row["final_grad_norm"] = logged[-1]["metrics"]["grad_norm"]
     if pretrain["returncode"] == 0:
-        finetune = train("experiment=cs224n_a5_finetune", f"init_from={pre_dir}", f"output_dir={ft_dir}", *common)
+        finetune = train("experiment=cs224n_a5_finetune", f"init_from={pre_dir}", f"output_dir={ft_dir}",
+                         *finetune_overrides, f"seed={seed}")
         row["finetune"] = {k: finetune[k] for k in ("returncode", "seconds", "stderr_tail")}
         evaluation = finetune["summary"].get("evaluation") or {}
         row.update(dev_accuracy=evaluation.get("accuracy"), dev_correct=evaluation.get("correct"),

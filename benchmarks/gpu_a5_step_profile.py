@@ -1,7 +1,8 @@
 """Where an optimizer step of the CS224N A5 pretraining goes on one CUDA GPU: host, device, waits (#23).
 
-Builds the real trainer of ``train experiment=cs224n_a5_pretrain`` (any further ``key=value`` overrides, e.g.
-``trainer.compile=true trainer.compile_mode=reduce-overhead data.pack=false``), runs ``--warmup`` steps (compilation
+Builds the real trainer of ``train experiment=cs224n_a5_pretrain``, as the recipe benchmark's ``--variant`` trains it
+(``benchmarks/gpu_a5_recipe.py``: attention, precision, speed options, loader workers), with any further
+``key=value`` overrides after it, runs ``--warmup`` steps (compilation
 and CUDA-graph recording happen there and are timed apart), times ``--steps`` steps, then records ``--profile-steps``
 steps with ``torch.profiler``. Prints one JSON line:
 
@@ -12,7 +13,8 @@ steps with ``torch.profiler``. Prints one JSON line:
 - ``data_fraction``: share of the step spent waiting for the data loader;
 - the ops with the most host time per step (``top_host``) and with the most kernel time (``top_device``).
 
-    python benchmarks/gpu_a5_step_profile.py [--device cuda] [--warmup 30] [--steps 200] [--profile-steps 20] [overrides ...]
+    python benchmarks/gpu_a5_step_profile.py [--variant vanilla-bf16] [--device cuda] [--warmup 30] [--steps 200]
+                                             [--profile-steps 20] [overrides ...]
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from torch.profiler import ProfilerActivity, profile
 from c4prep.training.config import load_config
 from c4prep.training.experiments.cs224n_a5.stages import char_corruption_corpus
 from c4prep.training.stages.run import rows_pretrain_trainer, start_run
+from gpu_a5_recipe import LOADER_WORKERS, VARIANTS, phase_overrides
 
 BASE = ["experiment=cs224n_a5_pretrain", "trainer.checkpoint_every=0", "trainer.progress=false",
         "trainer.tensorboard=false", "resume=never"]
@@ -68,12 +71,14 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--profile-steps", type=int, default=20)
-    parser.add_argument("--label", default="")
+    parser.add_argument("--variant", default="vanilla-bf16", choices=list(VARIANTS),
+                        help="the recipe variant whose pretraining is profiled")
     parser.add_argument("--output-dir", default="/tmp/a5_step_profile")
     parser.add_argument("--device", default="cuda", help="cpu: a smoke test of the script")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
-    trainer = a5_trainer(args.overrides, args.output_dir, args.device)
+    overrides = [*phase_overrides(args.variant)[0], f"trainer.num_workers={LOADER_WORKERS}", *args.overrides]
+    trainer = a5_trainer(overrides, args.output_dir, args.device)
     batches = trainer.train_batches(0)
     warmup = sum(timed_steps(trainer, batches, args.warmup))
     seconds = timed_steps(trainer, batches, args.steps)
@@ -91,7 +96,8 @@ def main() -> None:
     device_busy = sum(e.device_time for e in kernels) / 1000 / n
     step_ms = statistics.median(seconds) * 1000
     print(json.dumps({
-        "label": args.label, "overrides": args.overrides, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "variant": args.variant, "overrides": overrides,
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "torch": torch.__version__, "warmup_steps": args.warmup, "warmup_s": round(warmup, 1),
         "step_ms": round(step_ms, 3), "step_ms_min": round(min(seconds) * 1000, 3),
         "profiled_step_ms": round(profiled * 1000 / n, 3),

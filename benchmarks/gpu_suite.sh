@@ -3,14 +3,12 @@
 #
 #   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
 #
-# --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: T5 t5_small batch 32 ours
-# against HF, eager and compiled, with each variant's kernels and host time profiled (57 s on an H200: compiled, both
-# models ran the same 23 ms of kernels in host-bound steps of 41.5 and 47.6 ms), the same compiled with CUDA graphs
-# (--compile-mode reduce-overhead, both models; never run on a GPU), then where a step of the A5 recipe's
-# vanilla-bf16-graphs-packed-queued variant goes (benchmarks/gpu_a5_step_profile.py; the whole recipe took 160.0 s,
-# 7.35 ms a step), the tests and the layout check (145 s and 5 s), and last T5 with FlexAttention added (its
-# score_mod reads a dense bias since the tenth session; not finished within 180 s on an H200): about 9 minutes
-# before the FlexAttention step (the steps are logged one by one, and any left out run alone).
+# --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: T5 t5_small batch 32 with
+# CUDA graphs (--compile-mode reduce-overhead) for our dense attention, HF and our FlexAttention, kernels profiled (on
+# an H200 in the fourteenth session: with graphs ours and HF both ran at their 23 ms of kernels, 24.2 and 24.6 ms a
+# step; FlexAttention compiled without graphs took 41.4 ms against 45.3 ms dense, its compile 56 s), the same for
+# t5_base with the eager models, where a step of the A5 recipe's vanilla-bf16-graphs-packed-queued variant goes
+# (benchmarks/gpu_a5_step_profile.py), then the tests and the layout check (130-145 s and 5 s): about 9 minutes.
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/ and ptb/. Steps, each logged to <results>/<step>.log:
@@ -20,11 +18,12 @@
 #   sdpa_layouts   SDPA's memory-efficient kernel with dropout at the A5 model's layouts against fp64
 #                  -> sdpa_dropout_layouts.jsonl (benchmarks/gpu_sdpa_dropout_layouts.py)
 #   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 and fp32, each eager and compiled
-#                  with CUDA graphs, and bf16 compiled (benchmarks/gpu_a5_recipe.py): pretrain, fine-tune, dev answers; accuracy and wall times -> a5/a5_recipe.json, a5/a5_pretrain_curves.png
-#                  (.csv without matplotlib)
-#   t5_throughput  tokens/s of our T5 vs HF T5ForConditionalGeneration, eager and compiled, bf16, then again with
-#                  our FlexAttention model added: t5_small batch 32 and 128, t5_base batch 32
-#                  -> t5_throughput_<size>_b<batch>.json, t5_throughput_flex_<size>_b<batch>.json
+#                  with CUDA graphs, and bf16 compiled (benchmarks/gpu_a5_recipe.py): pretrain, fine-tune, dev
+#                  answers; accuracy and wall times -> a5/a5_recipe.json, a5/a5_pretrain_curves.png (.csv without
+#                  matplotlib)
+#   t5_throughput  tokens/s of our T5 vs HF T5ForConditionalGeneration, eager and compiled, bf16, then compiled with
+#                  CUDA graphs and our FlexAttention model added: t5_small batch 32 and 128, t5_base batch 32
+#                  -> t5_throughput_<size>_b<batch>.json, t5_throughput_flex_graphs_<size>_b<batch>.json
 # A failed step is recorded and the next one runs; the exit status is 1 if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,8 +58,8 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; 
 fi
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
 
-t5_step() {  # t5_step <name> <size> <batch> [--flex]: ours against HF, eager and compiled (with --flex: and ours
-    # with FlexAttention), as step <name>_<size>_b<batch>
+t5_step() {  # t5_step <name> <size> <batch> [options of bench_t5_throughput.py]: ours against HF, eager and
+    # compiled, each variant's step profiled, as step <name>_<size>_b<batch>
     local name="$1_$2_b$3" size=$2 batch=$3
     shift 3
     step "$name" "$PYTHON" benchmarks/bench_t5_throughput.py --device cuda --compile "$@" \
@@ -68,28 +67,26 @@ t5_step() {  # t5_step <name> <size> <batch> [--flex]: ours against HF, eager an
         --profile-steps 3 --json "$OUT/$name.json"
 }
 
-t5_steps() {  # t5_steps <size> <batch>: ours against HF; then with FlexAttention added, apart, so that a slow
-    # FlexAttention compile leaves the first comparison measured
-    t5_step t5_throughput "$1" "$2"
-    t5_step t5_throughput_flex "$1" "$2" --flex
+t5_flex_graphs() {  # t5_flex_graphs <size> <batch> [options]: ours, HF and ours with FlexAttention, compiled with
+    # CUDA graphs (without them the compiled steps are host-bound), apart, so that a slow FlexAttention compile leaves
+    # the other comparisons measured
+    t5_step t5_throughput_flex_graphs "$@" --flex --compile-mode reduce-overhead
 }
 
-if $QUICK; then  # what earlier leases left unmeasured first: where the host time of a T5 and an A5 step goes
-    t5_step t5_throughput t5_small 32
-    t5_step t5_throughput_graphs t5_small 32 --compile-mode reduce-overhead
-    step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py --label queued trainer.compile=true \
-        trainer.compile_mode=reduce-overhead trainer.loss_check=log trainer.num_workers=4 \
-        > \"$OUT/a5_step_profile.jsonl\""
+if $QUICK; then  # what earlier leases left unmeasured first
+    t5_flex_graphs t5_small 32 --only "ours compiled" "HF compiled" "ours flex compiled"
+    t5_step t5_throughput_graphs t5_base 32 --compile-mode reduce-overhead
+    step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py \
+        --variant vanilla-bf16-graphs-packed-queued > \"$OUT/a5_step_profile.jsonl\""
 fi
 step tests "$PYTHON" -m pytest -m gpu -n 8 -q -ra -p no:cacheprovider -o junit_logging=all \
     tests/test_gpu.py tests/test_gpu_training.py --junitxml="$OUT/tests.xml"
 step sdpa_layouts sh -c "\"$PYTHON\" benchmarks/gpu_sdpa_dropout_layouts.py > \"$OUT/sdpa_dropout_layouts.jsonl\""
-if $QUICK; then
-    t5_step t5_throughput_flex t5_small 32 --flex
-else
+if ! $QUICK; then
     step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5"
     for config in "t5_small 32" "t5_small 128" "t5_base 32"; do
-        t5_steps $config
+        t5_step t5_throughput $config
+        t5_flex_graphs $config --only "ours compiled" "HF compiled" "ours flex compiled"
     done
 fi
 echo "results in $OUT"

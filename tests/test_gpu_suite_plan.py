@@ -1,6 +1,6 @@
-"""The GPU suite's plan, checked on the CPU so that a GPU lease is not lost to a typo: every A5 recipe variant that
-benchmarks/gpu_suite.sh names exists, the A5 step profile's overrides make a valid config, and every variant's
-overrides make a valid config for both of its phases."""
+"""The GPU suite's plan, checked on the CPU so that a GPU lease is not lost to a typo: every A5 recipe variant and T5
+benchmark variant that benchmarks/gpu_suite.sh names exists, the A5 step profile runs the recipe's bf16 queued
+variant, and every variant's overrides make a valid config for both of its phases."""
 import importlib.util
 import re
 from pathlib import Path
@@ -12,14 +12,14 @@ from c4prep.training.config import load_config
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 
-def _recipe_module():
-    spec = importlib.util.spec_from_file_location("gpu_a5_recipe", BENCHMARKS / "gpu_a5_recipe.py")
+def _benchmark(name: str):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-VARIANTS = _recipe_module().VARIANTS
+VARIANTS = _benchmark("gpu_a5_recipe").VARIANTS
 
 
 def _suite() -> str:
@@ -27,14 +27,21 @@ def _suite() -> str:
 
 
 def test_the_suite_names_only_known_variants():
-    named = [name for listed in re.findall(r"--variants ([\w\- ]+)", _suite()) for name in listed.split()]
-    assert set(named) <= set(VARIANTS)
+    named = [name for listed in re.findall(r"--variants? ([\w\- ]+)", _suite()) for name in listed.split()]
+    assert named and set(named) <= set(VARIANTS)
 
 
-def test_the_quick_suite_profiles_a_valid_a5_config():
-    overrides = re.search(r"gpu_a5_step_profile.py --label \S+ ([^>]+)>", _suite()).group(1).split()
-    cfg = load_config(["experiment=cs224n_a5_pretrain", *overrides])
-    assert (cfg.trainer.compile_mode, cfg.trainer.loss_check) == ("reduce-overhead", "log")
+def test_the_suite_times_only_known_t5_variants():
+    named = re.findall(r'"([^"]+)"', " ".join(re.findall(r"--only ((?:\"[^\"]+\" ?)+)", _suite())))
+    assert named and set(named) <= set(_benchmark("bench_t5_throughput").VARIANT_NAMES)
+
+
+def test_the_quick_suite_profiles_the_recipes_bf16_queued_variant():
+    variant = re.search(r"gpu_a5_step_profile.py\s+--variant (\S+)", _suite()).group(1)
+    attention, precision, overrides = VARIANTS[variant]
+    cfg = load_config(["experiment=cs224n_a5_pretrain", f"trainer.precision={precision}", *overrides])
+    assert (cfg.trainer.precision, cfg.trainer.compile_mode, cfg.trainer.loss_check) == ("bf16", "reduce-overhead",
+                                                                                         "log")
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
