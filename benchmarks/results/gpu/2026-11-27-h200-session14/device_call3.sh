@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Device call 3 (same warm H200): call 1's lost files measured again, packed in one archive (files in call3/ and
+# t5_small_b32_graphs.*): T5 with CUDA graphs, then the GPU tier. Run without carrying .devsite (hydra), so
+# tests/test_gpu_training.py failed to import: call 4 ran it.
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/.devsite:$PWD C4PREP_SHARED_DATA=$PWD/.devdata; for d in pipelines tokenization training configs; do ln -sfn ../$d c4prep/$d; done; mkdir -p /tmp/r; S=$SECONDS; timeout 140 python3 benchmarks/bench_t5_throughput.py --device cuda --compile --precision bf16 --rounds 5 --steps-per-round 4 --warmup 3 --json /tmp/r/t5_small_b32_graphs.json --size t5_small --batch 32 --compile-mode reduce-overhead --profile-steps 3 > /tmp/r/t5_small_b32_graphs.out 2> /tmp/r/t5_small_b32_graphs.log; echo "graphs rc $? at $((SECONDS-S))"; timeout $((285-(SECONDS-S))) python3 -m pytest -m gpu -n 8 -q -ra -p no:cacheprovider tests/test_gpu.py tests/test_gpu_training.py --junitxml=/tmp/r/tests.xml > /tmp/r/tests.out 2>&1; echo "tests rc $? at $((SECONDS-S))"; tail -5 /tmp/r/tests.out; tar czf $OUT/call3.tgz -C /tmp/r .
