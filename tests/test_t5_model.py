@@ -54,6 +54,18 @@ def test_logits_and_loss_match_hf_with_padding(size):
     assert all(torch.equal(back.state_dict()[k], v) for k, v in model.state_dict().items())
 
 
+def test_hf_model_has_its_own_weights():
+    model = _model("t5_tiny")
+    hf = _hf(model)
+    with torch.no_grad():
+        model.lm_head.weight.add_(1.0)
+        model.shared.weight.add_(1.0)
+    back = from_hf_state_dict(model.config, hf.state_dict())
+    assert not torch.equal(back.lm_head.weight, model.lm_head.weight)
+    assert not torch.equal(back.shared.weight, model.shared.weight)
+    assert hf.encoder.embed_tokens.weight is hf.shared.weight  # HF's own aliases stay one tensor
+
+
 def test_relative_position_buckets_match_spec_and_hf():
     rp = torch.arange(-300, 301)
     encoder = relative_position_bucket(rp, bidirectional=True, num_buckets=32, max_distance=128)

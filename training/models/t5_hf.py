@@ -99,13 +99,16 @@ def to_hf_state_dict(model: T5) -> dict[str, Tensor]:
 
 def hf_model(model: T5, **settings: Any) -> Any:
     """An HF ``T5ForConditionalGeneration`` (eval mode) computing what ``model`` computes, in transformers 4.x and
-    5.x: built through ``from_pretrained``, which leaves a v1.1 head untied (see the module docstring).
+    5.x: built through ``from_pretrained``, which leaves a v1.1 head untied (see the module docstring), from a copy
+    of the weights (transformers 4.x keeps the tensors it is given: training one model would move the other's).
     ``settings``: more ``T5Config`` fields (``attn_implementation``)."""
     import transformers
 
     config = transformers.T5Config(**hf_config(model.config), **settings)
+    state = to_hf_state_dict(model)
+    copies = {id(tensor): tensor.clone() for tensor in state.values()}  # one copy per tensor, aliases kept
     return transformers.T5ForConditionalGeneration.from_pretrained(
-        None, config=config, state_dict=to_hf_state_dict(model)).eval()
+        None, config=config, state_dict={name: copies[id(tensor)] for name, tensor in state.items()}).eval()
 
 
 def from_hf_state_dict(config: T5Config, hf_state_dict: dict[str, Tensor]) -> T5:
