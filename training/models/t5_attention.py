@@ -50,6 +50,11 @@ class Attention(nn.Module):
     kernels. On CUDA it is written out for dropout in bf16/fp16 (:func:`.plain_attention.writes_attention_out`:
     SDPA would take its memory-efficient kernel, whose dropout diverged GPT training in bf16) and SDPA otherwise.
     With ``attention_impl=flex`` the bias is a :class:`.t5_flex.FlexScores`.
+
+    The projections keep T5's four weights (``q``, ``k``, ``v``, ``o``, as checkpoints and Hugging Face name them),
+    but self-attention computes q, k and v in one product with their weights stacked, and cross-attention k and v in
+    one: the same values in fewer, larger matrix products (eager on CUDA, each product is a kernel launch forward and
+    two backward, and the gradients into the input are summed by the product, not by separate additions).
     """
 
     def __init__(self, config: T5Config):
@@ -67,10 +72,11 @@ class Attention(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor, bias: Tensor | FlexScores) -> Tensor:
         """``x`` [B, Tq, d] attends to ``memory`` [B, Tk, d]; ``bias`` [B or 1, H or 1, Tq, Tk] is additive."""
-        (b, tq, _), tk = x.shape, memory.shape[1]
-        q = self.q(x).view(b, tq, self.num_heads, self.d_kv).transpose(1, 2)
-        k = self.k(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
-        v = self.v(memory).view(b, tk, self.num_heads, self.d_kv).transpose(1, 2)
+        b, tq, _ = x.shape
+        if memory is x:
+            q, k, v = self._projections(x, self.q, self.k, self.v)
+        else:
+            (q,), (k, v) = self._projections(x, self.q), self._projections(memory, self.k, self.v)
         dropout = self.dropout if self.training else 0.0
         if not isinstance(bias, Tensor):
             y = bias.attend(q, k, v)
@@ -79,6 +85,12 @@ class Attention(nn.Module):
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype), scale=1.0, dropout_p=dropout)
         return self.o(y.transpose(1, 2).reshape(b, tq, self.num_heads * self.d_kv))
+
+    def _projections(self, x: Tensor, *linears: nn.Linear) -> tuple[Tensor, ...]:
+        """``x`` [B, T, d] through ``linears`` in one product, each result as heads [B, H, T, d_kv]."""
+        weight = linears[0].weight if len(linears) == 1 else torch.cat([linear.weight for linear in linears])
+        heads = F.linear(x, weight).unflatten(-1, (len(linears), self.num_heads, self.d_kv))
+        return heads.permute(2, 0, 3, 1, 4).unbind(0)
 
 
 def same_segment(query_segments: Tensor, key_segments: Tensor) -> Tensor:
