@@ -25,7 +25,8 @@
 #   t5_throughput  tokens/s of our T5 vs HF T5ForConditionalGeneration, eager and compiled, bf16, then compiled with
 #                  CUDA graphs and our FlexAttention model added: t5_small batch 32 and 128, t5_base batch 32
 #                  -> t5_throughput_<size>_b<batch>.json, t5_throughput_flex_graphs_<size>_b<batch>.json
-# A failed step is recorded and the next one runs; the exit status is 1 if any step failed.
+# A failed step is recorded and the next one runs; the exit status is 1 if any step failed. STEP_TIMEOUT=<seconds>
+# ends any step that runs longer (a lease's command has 600 s; a lease brings back 8 files: tar the results folder).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 QUICK=false
@@ -36,11 +37,13 @@ export C4PREP_SHARED_DATA=${C4PREP_SHARED_DATA:-$(cd .. && pwd)/shared/data}
 mkdir -p "$OUT"
 status=0
 
-step() {  # step <name> <command...>: run it, log it, time it, remember a failure
-    local name=$1 started=$SECONDS
+step() {  # step <name> <command...>: run it (for at most $STEP_TIMEOUT seconds if set), log it, time it, remember a
+    # failure
+    local name=$1 started=$SECONDS limit=()
     shift
+    [ -n "${STEP_TIMEOUT:-}" ] && limit=(timeout "$STEP_TIMEOUT")
     echo "== $name: $*"
-    if "$@" > "$OUT/$name.log" 2>&1; then
+    if "${limit[@]}" "$@" > "$OUT/$name.log" 2>&1; then
         echo "   ok in $((SECONDS - started)) s"
     else
         echo "   FAILED after $((SECONDS - started)) s: see $OUT/$name.log"
