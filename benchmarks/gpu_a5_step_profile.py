@@ -2,9 +2,9 @@
 
 Builds the real trainer of ``train experiment=cs224n_a5_pretrain``, as the recipe benchmark's ``--variant`` trains it
 (``benchmarks/gpu_a5_recipe.py``: attention, precision, speed options, loader workers), with any further
-``key=value`` overrides after it, runs ``--warmup`` steps (compilation
-and CUDA-graph recording happen there and are timed apart), times ``--steps`` steps, then records ``--profile-steps``
-steps with ``torch.profiler``. Prints one JSON line:
+``key=value`` overrides after it, runs ``--warmup`` steps (compilation and CUDA-graph recording happen there and are
+timed apart), times ``--steps`` steps, then records ``--profile-steps`` steps with ``torch.profiler``. Prints one JSON
+line:
 
 - ``step_ms``: wall time of a step (median over the timed steps, the device synchronised at both ends of each);
 - ``device_busy_ms``: kernel time per profiled step (sum of the GPU's kernel durations), and its share of the wall;
