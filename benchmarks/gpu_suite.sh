@@ -12,10 +12,10 @@
 # (benchmarks/gpu_a5_step_profile.py), then the tests and the layout check (130-145 s and 5 s): about 9 minutes.
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
-# $C4PREP_SHARED_DATA): cs224n_a5/ and ptb/. Steps, each logged to <results>/<step>.log:
+# $C4PREP_SHARED_DATA): cs224n_a5/, ptb/ and yelp_short_shen/. Steps, each logged to <results>/<step>.log:
 #   tests          pytest -m gpu -n 8 (pytest-xdist: 8 processes share the GPU): tests/test_gpu.py (attention paths,
-#                  dropout hypotheses, T5 logits, FlexAttention) and tests/test_gpu_training.py (bf16 vs fp32 curves,
-#                  compile, resume, torchrun) -> tests.xml
+#                  dropout hypotheses, T5 logits, FlexAttention) and tests/test_gpu_training.py (bf16 vs fp32 curves
+#                  of A5, T5, AdaVAE and GPT-1 classification, compile, CUDA graphs, resume, torchrun) -> tests.xml
 #   sdpa_layouts   SDPA's memory-efficient kernel with dropout at the A5 model's layouts against fp64
 #                  -> sdpa_dropout_layouts.jsonl (benchmarks/gpu_sdpa_dropout_layouts.py)
 #   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 and fp32, each eager and compiled
