@@ -21,7 +21,8 @@ def _benchmark(name: str):
     return module
 
 
-VARIANTS = _benchmark("gpu_a5_recipe").VARIANTS
+A5_RECIPE = _benchmark("gpu_a5_recipe")
+VARIANTS = A5_RECIPE.VARIANTS
 
 
 def _suite() -> str:
@@ -44,16 +45,15 @@ def test_the_suite_times_only_known_t5_variants():
 
 def test_the_quick_suite_profiles_the_recipes_bf16_queued_variant():
     variant = re.search(r"gpu_a5_step_profile.py\s+--variant (\S+)", _suite()).group(1)
-    attention, precision, overrides = VARIANTS[variant]
-    cfg = load_config(["experiment=cs224n_a5_pretrain", f"trainer.precision={precision}", *overrides])
+    cfg = load_config(["experiment=cs224n_a5_pretrain", *A5_RECIPE.phase_overrides(variant)[0]])
     assert (cfg.trainer.precision, cfg.trainer.compile_mode, cfg.trainer.loss_check) == ("bf16", "reduce-overhead",
                                                                                          "log")
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_every_variant_makes_a_valid_config_for_both_phases(name):
-    attention, precision, overrides = VARIANTS[name]
-    common = [f"model.attention={attention}", f"trainer.precision={precision}"]
-    pretrain = load_config(["experiment=cs224n_a5_pretrain", *common, *overrides])
-    finetune = load_config(["experiment=cs224n_a5_finetune", *common])
+    attention, precision, _ = VARIANTS[name]
+    pretrain_overrides, finetune_overrides = A5_RECIPE.phase_overrides(name)
+    pretrain = load_config(["experiment=cs224n_a5_pretrain", *pretrain_overrides])
+    finetune = load_config(["experiment=cs224n_a5_finetune", *finetune_overrides])
     assert (pretrain.trainer.precision, finetune.model.attention) == (precision, attention)

@@ -100,12 +100,20 @@ def test_a5_bf16_tracks_fp32(case, a5_fp32, shared_data, tmp_path, monkeypatch, 
     fp32, fp32_norms = a5_fp32(attention)
     bf16, bf16_norms = train(a5(shared_data, tmp_path, f"model.attention={attention}", f"trainer.max_steps={A5_STEPS}",
                                 "trainer.precision=bf16", f"data.pack={str(pack).lower()}"), backend)
-    gap = tail(bf16, A5_TAIL) - tail(fp32, A5_TAIL)
-    record_property("tails_bf16_fp32", [round(tail(bf16, A5_TAIL), 4), round(tail(fp32, A5_TAIL), 4)])
+    assert_bf16_tracks_fp32((bf16, bf16_norms), (fp32, fp32_norms), A5_TAIL, A5_TOLERANCE, record_property, case)
+
+
+def assert_bf16_tracks_fp32(bf16_run: tuple[list[float], list[float]], fp32_run: tuple[list[float], list[float]],
+                            count: int, within: float, record_property, label: str = "") -> None:
+    """bf16's mean loss over the last ``count`` steps within ``within`` of fp32's, and its last gradient norm at most
+    A5_GRAD_NORM_RATIO times fp32's (A5's divergence: 24-47 % above in loss, 16-1,364x in gradient norm)."""
+    (bf16, bf16_norms), (fp32, fp32_norms) = bf16_run, fp32_run
+    tails = [tail(bf16, count), tail(fp32, count)]
+    record_property("tails_bf16_fp32", [round(value, 4) for value in tails])
     record_property("grad_norms_bf16_fp32", [bf16_norms[-1], fp32_norms[-1]])
-    message = (f"{case}: bf16 {tail(bf16, A5_TAIL):.3f} vs fp32 {tail(fp32, A5_TAIL):.3f}; "
+    message = (f"{label}: bf16 {tails[0]:.4f} vs fp32 {tails[1]:.4f}; "
                f"last grad norms {bf16_norms[-1]:.3g} vs {fp32_norms[-1]:.3g}")
-    assert abs(gap) <= A5_TOLERANCE, message
+    assert abs(tails[0] - tails[1]) <= within, message
     assert bf16_norms[-1] <= A5_GRAD_NORM_RATIO * fp32_norms[-1], message
 
 
@@ -146,11 +154,16 @@ def test_t5_bf16_tracks_fp32_with_dropout(optimizer, ptb_tokens, tmp_path, recor
 def test_t5_flex_trains_as_dense(ptb_tokens, tmp_path, record_property):
     curves = {impl: train(t5(ptb_tokens, tmp_path / impl, "trainer.precision=bf16", "trainer.max_steps=200",
                              f"+model.attention_impl={impl}"))[0] for impl in ("dense", "flex")}
-    record_property("tails", {name: round(tail(curve, T5_TAIL), 4) for name, curve in curves.items()})
-    assert curves["flex"][0] == pytest.approx(curves["dense"][0], abs=1e-2)
     # flex adds the bias in fp32 inside its kernel, dense rounds it to bf16: as far apart as bf16 and fp32 may be
     # (H200: 3.458 flex vs 3.485 dense).
-    assert abs(tail(curves["flex"], T5_TAIL) - tail(curves["dense"], T5_TAIL)) <= T5_TOLERANCE
+    assert_same_t5_curve(curves, "flex", "dense", record_property)
+
+
+def assert_same_t5_curve(curves: dict[str, list[float]], name: str, reference: str, record_property) -> None:
+    """``curves[name]`` starts where ``curves[reference]`` starts and ends within T5_TOLERANCE of it."""
+    record_property("tails", {key: round(tail(curve, T5_TAIL), 4) for key, curve in curves.items()})
+    assert curves[name][0] == pytest.approx(curves[reference][0], abs=1e-2)
+    assert abs(tail(curves[name], T5_TAIL) - tail(curves[reference], T5_TAIL)) <= T5_TOLERANCE
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +181,7 @@ def test_adavae_bf16_tracks_fp32(ptb_backbone, tmp_path, record_property):
     runs = {precision: train(["experiment=adavae_ptb", f"init_from={ptb_backbone}", f"trainer.precision={precision}",
                               f"trainer.max_steps={OTHER_STEPS}", "trainer.eval_every=0", "trainer.checkpoint_every=0",
                               f"output_dir={tmp_path / precision}"]) for precision in ("fp32", "bf16")}
-    assert_tracks(runs, record_property)
+    assert_other_path_tracks(runs, record_property, "adavae")
 
 
 def test_gpt1_classification_bf16_tracks_fp32(ptb_vocab, tmp_path, record_property):
@@ -182,19 +195,13 @@ def test_gpt1_classification_bf16_tracks_fp32(ptb_vocab, tmp_path, record_proper
                               f"trainer.max_steps={OTHER_STEPS}", "trainer.eval_every=0", "trainer.checkpoint_every=0",
                               f"trainer.precision={precision}", f"output_dir={tmp_path / precision}"])
             for precision in ("fp32", "bf16")}
-    assert_tracks(runs, record_property)
+    assert_other_path_tracks(runs, record_property, "gpt1-classification")
 
 
-def assert_tracks(runs: dict[str, tuple[list[float], list[float]]], record_property) -> None:
-    """bf16's last losses within OTHER_TOLERANCE of fp32's (relative) and its last gradient norm at most
-    A5_GRAD_NORM_RATIO times fp32's: A5's divergence was 24-47 % above in loss and 16-1,364x in gradient norm."""
-    (fp32, fp32_norms), (bf16, bf16_norms) = runs["fp32"], runs["bf16"]
-    tails = [round(tail(bf16, OTHER_TAIL), 4), round(tail(fp32, OTHER_TAIL), 4)]
-    record_property("tails_bf16_fp32", tails)
-    record_property("grad_norms_bf16_fp32", [bf16_norms[-1], fp32_norms[-1]])
-    message = f"bf16 {tails[0]} vs fp32 {tails[1]}; last grad norms {bf16_norms[-1]:.3g} vs {fp32_norms[-1]:.3g}"
-    assert abs(tails[0] - tails[1]) <= OTHER_TOLERANCE * tails[1], message
-    assert bf16_norms[-1] <= A5_GRAD_NORM_RATIO * fp32_norms[-1], message
+def assert_other_path_tracks(runs: dict[str, tuple[list[float], list[float]]], record_property, label: str) -> None:
+    """:func:`assert_bf16_tracks_fp32` over OTHER_TAIL steps, within OTHER_TOLERANCE of fp32's tail (relative)."""
+    within = OTHER_TOLERANCE * tail(runs["fp32"][0], OTHER_TAIL)
+    assert_bf16_tracks_fp32(runs["bf16"], runs["fp32"], OTHER_TAIL, within, record_property, label)
 
 
 def test_compiled_a5_trains_as_eager(shared_data, tmp_path, record_property):
@@ -211,9 +218,7 @@ def test_t5_under_cuda_graphs_trains_as_eager(ptb_tokens, tmp_path, record_prope
     curves = {mode: train(t5(ptb_tokens, tmp_path / mode, "trainer.precision=bf16", "trainer.max_steps=200",
                              *(["trainer.compile=true", "trainer.compile_mode=reduce-overhead"] if mode == "graphs"
                                else [])))[0] for mode in ("eager", "graphs")}
-    record_property("tails", {name: round(tail(curve, T5_TAIL), 4) for name, curve in curves.items()})
-    assert curves["graphs"][0] == pytest.approx(curves["eager"][0], abs=1e-2)
-    assert abs(tail(curves["graphs"], T5_TAIL) - tail(curves["eager"], T5_TAIL)) <= T5_TOLERANCE
+    assert_same_t5_curve(curves, "graphs", "eager", record_property)
 
 
 def test_losses_read_at_log_steps_under_cuda_graphs(shared_data, tmp_path):
