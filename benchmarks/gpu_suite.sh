@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# Issue #23's GPU suite and GPU benchmarks, unattended, on one CUDA GPU (the full A5 recipe trains 14 variants):
+# Issue #23's GPU suite and GPU benchmarks, unattended, on one CUDA GPU (the full A5 recipe trains 16 variants):
 #
 #   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
 #
-# --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: T5 t5_small batch 32 eager
-# (q, k and v in one product since the fourteenth session's lease) and with CUDA graphs (--compile-mode
-# reduce-overhead) for our dense attention, HF and our FlexAttention, kernels profiled (on an H200 in the fourteenth
-# session: eager 1.43-1.47x HF; with graphs ours and HF both ran at their 23 ms of kernels, 24.2 and 24.6 ms a step;
-# FlexAttention compiled without graphs took 41.4 ms against 45.3 ms dense, its compile 56 s), the same for t5_base,
-# where a step of the A5 recipe's vanilla-bf16-graphs-packed-queued variant goes
-# (benchmarks/gpu_a5_step_profile.py), then the tests and the layout check (130-145 s and 5 s): about 9 minutes.
+# --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: the A5 handout recipe with
+# each whole step captured as one CUDA graph (trainer.capture_steps, new in the fifteenth session; the recipe took
+# 160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound; target 90 s), eager kernels and compiled, and
+# where such a step goes (benchmarks/gpu_a5_step_profile.py); T5 t5_small batch 32 eager (q, k and v in one product
+# since the fourteenth session's lease) and with CUDA graphs (--compile-mode reduce-overhead) for our dense
+# attention, HF and our FlexAttention, kernels profiled (on an H200 in the fourteenth session: eager 1.43-1.47x HF;
+# with graphs ours and HF both ran at their 23 ms of kernels, 24.2 and 24.6 ms a step; FlexAttention compiled
+# without graphs took 41.4 ms against 45.3 ms dense, its compile 56 s), the same for t5_base, then the tests and
+# the layout check (130-145 s and 5 s): more than one 600 s call.
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/, ptb/ and yelp_short_shen/. Steps, each logged to <results>/<step>.log:
 #   tests          pytest -m gpu -n 8 (pytest-xdist: 8 processes share the GPU): tests/test_gpu.py (attention paths,
 #                  dropout hypotheses, T5 logits, FlexAttention) and tests/test_gpu_training.py (bf16 vs fp32 curves
-#                  of A5, T5, AdaVAE and GPT-1 classification, compile, CUDA graphs, resume, torchrun) -> tests.xml
+#                  of A5, T5, AdaVAE and GPT-1 classification, compile, CUDA graphs, captured steps, resume,
+#                  torchrun) -> tests.xml
 #   sdpa_layouts   SDPA's memory-efficient kernel with dropout at the A5 model's layouts against fp64
 #                  -> sdpa_dropout_layouts.jsonl (benchmarks/gpu_sdpa_dropout_layouts.py)
 #   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 and fp32, each eager and compiled
-#                  with CUDA graphs, and bf16 compiled (benchmarks/gpu_a5_recipe.py): pretrain, fine-tune, dev
+#                  with CUDA graphs, bf16 compiled, and bf16 with whole steps captured (benchmarks/gpu_a5_recipe.py):
+#                  pretrain, fine-tune, dev
 #                  answers; accuracy and wall times -> a5/a5_recipe.json, a5/a5_pretrain_curves.png (.csv without
 #                  matplotlib)
 #   t5_throughput  tokens/s of our T5 vs HF T5ForConditionalGeneration, eager and compiled, bf16, then compiled with
@@ -78,10 +82,12 @@ t5_flex_graphs() {  # t5_flex_graphs <size> <batch> [options]: ours, HF and ours
 }
 
 if $QUICK; then  # what earlier leases left unmeasured first
+    step a5_captured "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5" \
+        --variants vanilla-bf16-compiled-captured-packed vanilla-bf16-captured-packed
+    step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py \
+        --variant vanilla-bf16-compiled-captured-packed > \"$OUT/a5_step_profile.jsonl\""
     t5_flex_graphs t5_small 32 --only ours HF "ours compiled" "HF compiled" "ours flex compiled"
     t5_step t5_throughput_graphs t5_base 32 --compile-mode reduce-overhead
-    step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py \
-        --variant vanilla-bf16-graphs-packed-queued > \"$OUT/a5_step_profile.jsonl\""
 fi
 step tests "$PYTHON" -m pytest -m gpu -n 8 -q -ra -p no:cacheprovider -o junit_logging=all \
     tests/test_gpu.py tests/test_gpu_training.py --junitxml="$OUT/tests.xml"

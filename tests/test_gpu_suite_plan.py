@@ -1,6 +1,6 @@
 """The GPU suite's plan, checked on the CPU so that a GPU lease is not lost to a typo: every A5 recipe variant and T5
-benchmark variant that benchmarks/gpu_suite.sh names exists, the A5 step profile runs the recipe's bf16 queued
-variant, and every variant's overrides make a valid config for both of its phases."""
+benchmark variant that benchmarks/gpu_suite.sh names exists, the A5 step profile runs the recipe's bf16 variant
+with captured steps, and every variant's overrides make a valid config for both of its phases."""
 import importlib.util
 import itertools
 import re
@@ -43,11 +43,10 @@ def test_the_suite_times_only_known_t5_variants():
     assert {"ours", "ours flex compiled"} <= set(named) <= set(_benchmark("bench_t5_throughput").VARIANT_NAMES)
 
 
-def test_the_quick_suite_profiles_the_recipes_bf16_queued_variant():
+def test_the_quick_suite_profiles_the_recipes_bf16_captured_variant():
     variant = re.search(r"gpu_a5_step_profile.py\s+--variant (\S+)", _suite()).group(1)
     cfg = load_config(["experiment=cs224n_a5_pretrain", *A5_RECIPE.phase_overrides(variant)[0]])
-    assert (cfg.trainer.precision, cfg.trainer.compile_mode, cfg.trainer.loss_check) == ("bf16", "reduce-overhead",
-                                                                                         "log")
+    assert (cfg.trainer.precision, cfg.trainer.capture_steps, cfg.trainer.loss_check) == ("bf16", True, "log")
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))

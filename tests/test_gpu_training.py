@@ -1,7 +1,7 @@
 """GPU tier, training (marker ``gpu``: skipped without CUDA; benchmarks/gpu_suite.sh runs it): bf16 tracks fp32 on
 short A5, T5, AdaVAE and GPT-1 classification runs, FlexAttention trains as the dense path does, ``trainer.compile``
-(A5; T5 under CUDA graphs) and the CUDA trainer options (``trainer.loss_check=log`` under CUDA graphs among them),
-resume, and torchrun.
+(A5; T5 under CUDA graphs), whole steps captured as CUDA graphs (``trainer.capture_steps``) and the CUDA trainer
+options (``trainer.loss_check=log`` under CUDA graphs among them), resume, and torchrun.
 
 The A5 cases place issue #23's divergence: c4prep's attention (written out for dropout in bf16 on CUDA), SDPA as
 PyTorch picks (memory-efficient for the packed rows' mask), its math backend, and flash or memory-efficient alone on
@@ -229,6 +229,43 @@ def test_losses_read_at_log_steps_under_cuda_graphs(shared_data, tmp_path):
     every_step, _ = train(a5(shared_data, tmp_path / "step", *common))
     at_logs, _ = train(a5(shared_data, tmp_path / "log", *common, "trainer.loss_check=log"))
     assert at_logs == pytest.approx(every_step, rel=1e-3)
+
+
+CAPTURED = ["trainer.capture_steps=true", "trainer.loss_check=log"]
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager-kernels", "compiled"])
+def test_a5_captured_steps_train_as_uncaptured(compiled, shared_data, tmp_path):
+    """trainer.capture_steps=true: each whole step (forward, loss, backward, clipping, fused AdamW) one CUDA graph.
+    Padded rows (one shape: step 1 warms up, step 2 is captured, the rest replay) without dropout: the losses of the
+    same run uncaptured, up to rounding."""
+    common = ["trainer.max_steps=40", "trainer.log_every=10", "trainer.precision=bf16", "+model.dropout=0.0",
+              "data.pack=false", "trainer.loss_check=log", f"trainer.compile={str(compiled).lower()}"]
+    plain, _ = train(a5(shared_data, tmp_path / "plain", *common))
+    captured, _ = train(a5(shared_data, tmp_path / "captured", *common, *CAPTURED))
+    assert captured == pytest.approx(plain, rel=1e-3)
+
+
+def test_a5_captured_steps_on_repacked_rows_train_as_eager(shared_data, tmp_path, record_property):
+    """Re-packed rows (micro-batches of a multiple of 8 rows: one graph per row count) with dropout 0.1 in bf16: the
+    curve of eager training (whose rows are packed without the multiple of 8, so the batches differ a little)."""
+    common = ["trainer.max_steps=230", "trainer.precision=bf16"]
+    curves = {mode: train(a5(shared_data, tmp_path / mode, *common, *(CAPTURED if mode == "captured" else [])))[0]
+              for mode in ("eager", "captured")}
+    record_property("tails", {name: round(tail(curve, A5_TAIL), 4) for name, curve in curves.items()})
+    assert abs(tail(curves["captured"], A5_TAIL) - tail(curves["eager"], A5_TAIL)) <= A5_TOLERANCE
+
+
+def test_captured_steps_resume(shared_data, tmp_path):
+    """A captured run's checkpoint holds what an uncaptured run's holds (float learning rate, capturable off) and
+    the run resumed from it, captured again, continues as the straight run (fp32, no dropout)."""
+    common = ["trainer.precision=fp32", "+model.dropout=0.0", "trainer.checkpoint_every=5", *CAPTURED]
+    straight, _ = train(a5(shared_data, tmp_path / "straight", "trainer.max_steps=10", *common))
+    train(a5(shared_data, tmp_path / "resumed", "trainer.max_steps=5", *common))
+    group = load_checkpoint(tmp_path / "resumed")["optimizer"]["param_groups"][0]
+    assert isinstance(group["lr"], float) and group["capturable"] is False
+    resumed, _ = train(a5(shared_data, tmp_path / "resumed", "trainer.max_steps=10", "resume=must", *common))
+    assert resumed == pytest.approx(straight[5:], rel=1e-4)
 
 
 @pytest.mark.parametrize("tf32", [True, False])

@@ -12,6 +12,7 @@ from c4prep.training.distributed import DistEnv
 from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.optim import build_optimizer, use_fused_kernel
 from c4prep.training.schedules import build_schedule
+from c4prep.training.step_graphs import CapturedSteps, prepare_optimizer
 from c4prep.training.trainer import Trainer
 
 VOCAB = 40
@@ -110,6 +111,9 @@ def test_a5_pretraining_with_cuda_graphs_gets_micro_batches_of_a_multiple_of_8_r
     (["trainer.compile_mode=reduce-overhead"], "trainer.compile_mode=reduce-overhead needs trainer.compile=true"),
     (["trainer.compile=true", "trainer.compile_mode=fast"], "trainer.compile_mode"),
     (["trainer.loss_check=never"], "trainer.loss_check"),
+    (["trainer.capture_steps=true"], "trainer.capture_steps=true needs trainer.loss_check=log"),
+    (["trainer.capture_steps=true", "trainer.loss_check=log", "trainer.compile=true",
+      "trainer.compile_mode=reduce-overhead"], "captures the whole step itself"),
 ])
 def test_speed_option_mistakes_are_refused(overrides, message):
     with pytest.raises(TrainConfigError, match=message):
@@ -123,6 +127,11 @@ def test_cuda_only_options_leave_a_cpu_run_alone(tmp_path):
     assert trainer.forward_module is trainer.model
     assert torch.get_float32_matmul_precision() == precision
     assert all(group["fused"] is None for group in trainer.optimizer.param_groups)
+    captured = gpt_trainer(tmp_path / "captured", "trainer.capture_steps=true", "trainer.loss_check=log")
+    captured.fit()
+    assert captured.captured_steps is None and captured.optimizer.param_groups[0]["capturable"] is False
+    for name, value in trainer.model.state_dict().items():
+        assert torch.equal(captured.model.state_dict()[name], value)
 
 
 def adamw(fused: bool | None = None, **options) -> tuple[torch.optim.Optimizer, torch.nn.Parameter]:
@@ -152,3 +161,50 @@ def test_use_fused_kernel_leaves_other_choices_alone(optimizer):
     before = [dict(group) for group in optimizer.param_groups]
     assert not use_fused_kernel(optimizer)
     assert [dict(group) for group in optimizer.param_groups] == before
+
+
+def test_learning_rates_held_on_the_device_are_read_with_the_queued_losses(tmp_path):
+    """Captured steps keep the learning rate as a tensor their schedule fills: the queue reads it with the losses,
+    so the logged steps are those of a float learning rate."""
+    floats = gpt_trainer(tmp_path / "float", "trainer.max_steps=5", "trainer.log_every=2", "trainer.loss_check=log")
+    tensors = gpt_trainer(tmp_path / "tensor", "trainer.max_steps=5", "trainer.log_every=2", "trainer.loss_check=log")
+    tensors.optimizer.param_groups[0]["lr"] = torch.tensor(1e-2, dtype=torch.float64)
+    expected, read = floats.fit(), tensors.fit()
+    assert all(isinstance(s.lr, float) for s in read)
+    assert [(s.loss, s.grad_norm, s.lr) for s in read] == [(s.loss, s.grad_norm, s.lr) for s in expected]
+
+
+def test_a_captured_runs_checkpoint_is_an_uncaptured_runs(tmp_path):
+    """What ``trainer.capture_steps`` changes in the optimizer (capturable, the learning rate a tensor) is not saved:
+    the checkpoint equals the uncaptured run's, so it resumes either way, on any device. The learning rate is the
+    float32 one the captured steps used (fused AdamW computes in float32 either way)."""
+    plain, captured = gpt_trainer(tmp_path / "plain", "trainer.max_steps=2"), gpt_trainer(tmp_path / "captured",
+                                                                                          "trainer.max_steps=2")
+    plain.fit(), captured.fit()
+    prepare_optimizer(captured.optimizer, torch.device("cpu"))
+    captured.captured_steps = CapturedSteps(captured._update)
+    for trainer in (plain, captured):
+        trainer.scheduler.step()  # fills the captured run's learning rate tensor in place
+    assert isinstance(captured.optimizer.param_groups[0]["lr"], torch.Tensor)
+    expected, saved = plain.state_dict(), captured.state_dict()
+    float32_lr = float(torch.tensor(expected["optimizer"]["param_groups"][0]["lr"], dtype=torch.float32))
+    assert saved["optimizer"]["param_groups"] == [{**group, "lr": float32_lr}
+                                                  for group in expected["optimizer"]["param_groups"]]
+    assert saved["scheduler"] == {**expected["scheduler"], "_last_lr": [float32_lr]}
+    for index, state in expected["optimizer"]["state"].items():
+        for key, value in state.items():
+            assert torch.equal(saved["optimizer"]["state"][index][key], value)
+
+
+@pytest.mark.parametrize("case, message", [("adafactor", "needs torch's AdamW"), ("step_hook", "does not apply"),
+                                           ("grad_hook", "does not apply")])
+def test_steps_that_cannot_be_captured_are_refused(tmp_path, case, message):
+    """Checked at the first step of a CUDA run with trainer.capture_steps=true, before anything is captured."""
+    trainer = gpt_trainer(tmp_path, "trainer.capture_steps=true", "trainer.loss_check=log")
+    if case == "adafactor":
+        trainer.optimizer = build_optimizer("adafactor", trainer.model.parameters(), lr=1e-2)
+    else:
+        setattr(trainer, case, lambda step: None)
+    with pytest.raises(TrainConfigError, match=message):
+        trainer._start_capturing()
+    assert trainer.captured_steps is None

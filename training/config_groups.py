@@ -51,6 +51,7 @@ class TrainerConfig:
     compile_mode: str = "default"  # torch.compile's mode; reduce-overhead replays CUDA graphs (static shapes)
     tf32: bool = False  # CUDA only: TF32 tensor cores for fp32 matmuls
     loss_check: str = "step"  # step: each loss read before its update; log: read at log/eval/checkpoint steps
+    capture_steps: bool = False  # CUDA only: each whole step (forward to optimizer) replayed as one CUDA graph
 
     def __post_init__(self) -> None:
         require_choice("trainer.precision", self.precision, PRECISIONS)
@@ -59,6 +60,12 @@ class TrainerConfig:
         require_choice("trainer.loss_check", self.loss_check, LOSS_CHECKS)
         if self.compile_mode != "default" and not self.compile:
             raise TrainConfigError(f"trainer.compile_mode={self.compile_mode} needs trainer.compile=true")
+        if self.capture_steps and self.loss_check != "log":
+            raise TrainConfigError("trainer.capture_steps=true needs trainer.loss_check=log (a captured step updates "
+                                   "the model before its loss can be read)")
+        if self.capture_steps and self.compiled_cuda_graphs:
+            raise TrainConfigError(f"trainer.capture_steps=true captures the whole step itself; use it with "
+                                   f"trainer.compile_mode=default, not {self.compile_mode}")
         for name in ("max_steps", "global_batch_size", "micro_batch_size", "log_every", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise TrainConfigError(f"trainer.{name} must be >= 1, got {getattr(self, name)}")
@@ -69,9 +76,14 @@ class TrainerConfig:
             raise TrainConfigError(f"trainer.grad_clip must be >= 0 (0 disables clipping), got {self.grad_clip}")
 
     @property
-    def cuda_graphs(self) -> bool:
-        """Whether the compiled forward passes replay CUDA graphs (recorded once per batch shape, on CUDA)."""
+    def compiled_cuda_graphs(self) -> bool:
+        """Whether the compiled forward passes replay CUDA graphs (torch.compile's graph modes, on CUDA)."""
         return self.compile and self.compile_mode in CUDA_GRAPH_MODES
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """Whether training replays CUDA graphs recorded once per batch shape (compiled or whole captured steps)."""
+        return self.compiled_cuda_graphs or self.capture_steps
 
 
 # ------------------------------------------------------------------------------------------------- model

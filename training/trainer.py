@@ -10,7 +10,8 @@ its checkpoints and validation stay eager), in ``trainer.compile_mode`` (``reduc
 recorded once per batch shape: re-packed micro-batches then come in multiples of 8 rows, and their row count is
 compiled as dynamic from the first batch). On CUDA only: TF32 matmuls for fp32 work (``trainer.tf32``), torch's
 AdamW with its fused kernel (:func:`.optim.use_fused_kernel`), and batches copied without blocking from the memory
-the data loader pins (``make_loader``). On the CPU every run is what it was without them.
+the data loader pins (``make_loader``), and ``trainer.capture_steps``: each whole step one CUDA graph
+(:mod:`.step_graphs`). On the CPU every run is what it was without them.
 """
 from __future__ import annotations
 
@@ -28,10 +29,12 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from .checkpoint import CheckpointError, rng_state, save_checkpoint, set_rng_state
+from .config_errors import TrainConfigError
 from .config_groups import TrainerConfig
 from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier
 from .metrics_log import MetricsLogger
 from .optim import use_fused_kernel
+from .step_graphs import CapturedSteps, prepare_optimizer, uncaptured_state
 
 Batch = dict[str, torch.Tensor]
 
@@ -87,7 +90,7 @@ class _QueuedStep:
     step: int
     loss: torch.Tensor
     grad_norm: torch.Tensor
-    lr: float
+    lr: float | torch.Tensor  # a device tensor when the step was captured (its schedule fills one in place)
     tokens: int
     seconds: float
     data_seconds: float
@@ -125,14 +128,18 @@ class Trainer:
             torch.set_float32_matmul_precision("high" if self.settings.tf32 else "highest")
             use_fused_kernel(self.optimizer)  # a fresh optimizer; a resumed one keeps its checkpoint's setting
         self.logger = MetricsLogger(self.run_dir, enabled=self.env.is_main, tensorboard=self.settings.tensorboard)
+        self.captured_steps: CapturedSteps | None = None  # trainer.capture_steps on CUDA, from the first step on
 
     # ----------------------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
+        optimizer, scheduler = self.optimizer.state_dict(), self.scheduler.state_dict()
+        if self.captured_steps is not None:
+            optimizer, scheduler = uncaptured_state(optimizer), uncaptured_state(scheduler)
         return {
             "step": self.step,
             "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
+            "optimizer": optimizer,
+            "scheduler": scheduler,
             "rng": all_gather_objects(rng_state(), self.env),
             **self.checkpoint_extra,
         }
@@ -203,23 +210,45 @@ class Trainer:
         the first non-finite loss (``trainer.loss_check=step`` has checked each before its update). With
         ``trainer.loss_check=log`` each step is given an equal share of the ``seconds`` the queue took (the host's
         own step times do not wait for the device)."""
-        values = torch.stack([v.double() for q in queued for v in (q.loss, q.grad_norm)]).tolist()
+        on_device = [v for q in queued for v in (q.loss, q.grad_norm, q.lr) if isinstance(v, torch.Tensor)]
+        values = iter(torch.stack([v.double() for v in on_device]).tolist())
         read = []
-        for index, q in enumerate(queued):
-            loss, grad_norm = values[2 * index], values[2 * index + 1]
+        for q in queued:
+            loss, grad_norm, lr = (next(values) if isinstance(v, torch.Tensor) else v
+                                   for v in (q.loss, q.grad_norm, q.lr))
             if not math.isfinite(loss):
-                raise _diverged(loss, q.step, q.lr, queued_after=self.step - q.step)
+                raise _diverged(loss, q.step, lr, queued_after=self.step - q.step)
             step_seconds = q.seconds if self.settings.loss_check == "step" else seconds / len(queued)
-            read.append(StepStats(loss, grad_norm, q.lr, q.tokens, step_seconds, q.data_seconds))
+            read.append(StepStats(loss, grad_norm, lr, q.tokens, step_seconds, q.data_seconds))
         return read
 
     def _train_step(self, batches: Iterator[Batch]) -> _QueuedStep:
+        if self.settings.capture_steps and self.device.type == "cuda" and self.captured_steps is None:
+            self._start_capturing()
         if self.step_hook is not None:
             self.step_hook(self.step)
         started = time.perf_counter()
         micro_batches = [next(batches) for _ in range(self.accumulation_steps)]
         data_seconds = time.perf_counter() - started
         micro_batches = [{k: v.to(self.device, non_blocking=True) for k, v in b.items()} for b in micro_batches]
+        lr = self.scheduler.get_last_lr()[0]  # a device tensor under captured steps: read with the queued losses
+        if self.captured_steps is not None:
+            loss, grad_norm = self.captured_steps(micro_batches)
+        else:
+            loss = self._backward(micro_batches)
+            if self.settings.loss_check == "step" and not math.isfinite(value := loss.item()):
+                self.optimizer.zero_grad(set_to_none=True)
+                raise _diverged(value, self.step + 1, lr)
+            if self.grad_hook is not None:
+                self.grad_hook(self.step)
+            grad_norm = self._clip_and_update()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        tokens = sum(self.batch_loss.num_tokens(b) for b in micro_batches) * self.env.world_size
+        return _QueuedStep(self.step + 1, loss, grad_norm, lr, tokens, time.perf_counter() - started, data_seconds)
+
+    def _backward(self, micro_batches: list[Batch]) -> torch.Tensor:
+        """Forward and backward passes of a step's micro-batches; the step's loss (a device tensor)."""
         targets = all_reduce_sum(
             torch.stack([self.batch_loss.num_targets(b) for b in micro_batches]).sum().double(), self.env)
         # DDP averages gradients over ranks, hence the world_size factor: the step's loss is sum / targets. A tensor,
@@ -230,7 +259,7 @@ class Trainer:
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         for index, batch in enumerate(micro_batches):
             last = index == len(micro_batches) - 1
-            if self.settings.cuda_graphs:  # a new step: the graphs may overwrite the previous step's outputs
+            if self.settings.compiled_cuda_graphs:  # a new step: the graphs may overwrite the last step's outputs
                 torch.compiler.cudagraph_mark_step_begin()
             if self.rows_vary and self.settings.compile:
                 for tensor in batch.values():
@@ -239,26 +268,38 @@ class Trainer:
                 micro_loss, _ = self.batch_loss.loss(module, batch)
                 (micro_loss * scale).backward()
             loss_sum += micro_loss.detach().double()
-        loss = all_reduce_sum(loss_sum, self.env) / targets.clamp(min=1)
-        if self.settings.loss_check == "step" and not math.isfinite(value := loss.item()):
-            self.optimizer.zero_grad(set_to_none=True)
-            raise _diverged(value, self.step + 1, self._lr())
-        if self.grad_hook is not None:
-            self.grad_hook(self.step)
-        max_norm = self.settings.grad_clip or math.inf
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
-        lr = self._lr()
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        tokens = sum(self.batch_loss.num_tokens(b) for b in micro_batches) * self.env.world_size
-        return _QueuedStep(self.step + 1, loss, grad_norm, lr, tokens, time.perf_counter() - started, data_seconds)
+        return all_reduce_sum(loss_sum, self.env) / targets.clamp(min=1)
 
-    def _lr(self) -> float:
-        return float(self.optimizer.param_groups[0]["lr"])
+    def _clip_and_update(self) -> torch.Tensor:
+        """Clip the gradients (``trainer.grad_clip``) and take the optimizer's step; the gradient norm before
+        clipping."""
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.grad_clip or math.inf)
+        self.optimizer.step()
+        return grad_norm
+
+    def _update(self, micro_batches: list[Batch]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole step as :class:`.step_graphs.CapturedSteps` captures it: (loss, gradient norm)."""
+        loss = self._backward(micro_batches)
+        return loss, self._clip_and_update()
+
+    def _start_capturing(self) -> None:
+        """From this step on, steps run through :class:`.step_graphs.CapturedSteps`; a one-line
+        :class:`TrainConfigError` for a run whose steps cannot be captured."""
+        if self.env.enabled:
+            raise TrainConfigError("trainer.capture_steps=true runs in one process; start the run without torchrun "
+                                   "or drop trainer.capture_steps")
+        if not isinstance(self.optimizer, torch.optim.Adam):
+            raise TrainConfigError(f"trainer.capture_steps=true needs torch's AdamW (optimizer=adamw or "
+                                   f"adamw_mingpt), not {type(self.optimizer).__name__}")
+        if self.step_hook is not None or self.grad_hook is not None:
+            raise TrainConfigError("trainer.capture_steps=true does not apply to this stage (it changes the model "
+                                   "or its gradients between steps); drop trainer.capture_steps")
+        prepare_optimizer(self.optimizer, self.device)
+        self.captured_steps = CapturedSteps(self._update)
 
     def _autocast(self):
-        return autocast(self.device, self.settings.precision)
+        # A captured step must not keep autocast's cache of cast weights (PyTorch's CUDA graphs notes)
+        return autocast(self.device, self.settings.precision, cache=self.captured_steps is None)
 
     # ------------------------------------------------------------------------------------ validation
     def evaluate(self) -> dict[str, float] | None:
@@ -273,9 +314,9 @@ class Trainer:
         return metrics
 
 
-def autocast(device: torch.device, precision: str):
-    """bf16 autocast when ``precision == "bf16"``, else a no-op context."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+def autocast(device: torch.device, precision: str, cache: bool = True):
+    """bf16 autocast when ``precision == "bf16"``, else a no-op context; ``cache``: autocast's cache of cast weights."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16", cache_enabled=cache)
 
 
 @torch.no_grad()
