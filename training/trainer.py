@@ -34,9 +34,8 @@ from .config_groups import TrainerConfig
 from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier
 from .metrics_log import MetricsLogger
 from .optim import use_fused_kernel
-from .step_graphs import CapturedSteps, prepare_optimizer, uncaptured_state
+from .step_graphs import Batch, CapturedSteps, prepare_optimizer, uncaptured_state
 
-Batch = dict[str, torch.Tensor]
 
 
 class TrainingDiverged(RuntimeError):
