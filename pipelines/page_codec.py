@@ -21,7 +21,6 @@ from .records import Page
 
 SplitPage = tuple[Page, list[list[str]]]  # a page without its text, and the text's sentences per line
 _page_fields = operator.attrgetter(*(field.name for field in fields(Page)))  # in declaration order
-_TEXT = [field.name for field in fields(Page)].index("text")
 
 
 def encode_page(page: Page) -> bytes:
@@ -45,12 +44,9 @@ def decode_outcome(blob: bytes) -> Outcome:
 
 
 def encode_split_page(split: SplitPage) -> bytes:
-    """A page's sentences per line and its other fields, as bytes (`decode_split_page` inverts it); the page's text
-    is not encoded (the sentences stand for it)."""
+    """A page without its text and the text's sentences per line, as bytes (`decode_split_page` inverts it)."""
     page, lines = split
-    without_text = list(_page_fields(page))
-    without_text[_TEXT] = ""
-    return marshal.dumps((tuple(without_text), lines))
+    return marshal.dumps((_page_fields(page), lines))
 
 
 def decode_split_page(blob: bytes) -> SplitPage:

@@ -9,6 +9,7 @@ import pytest
 from apache_beam.typehints import Any
 
 from c4prep.pipelines import page_codec
+from c4prep.pipelines.beam_dedup import _key_split_page_by_id
 from c4prep.pipelines.c4_rules import Outcome, clean_page, parse_record
 from c4prep.pipelines.dedup import sentences_by_line
 from c4prep.pipelines.readers import MAX_RECORD_BYTES, read_records
@@ -63,11 +64,10 @@ def test_a_cleaning_outcome_crosses_the_url_shuffle_whole(text):
 
 def test_a_split_page_crosses_the_join_as_its_sentences_without_its_text():
     page = _page("First sentence here. Second one, Dr. Roberts!\n\u201cQuoted.\u201d Last \ud800 one.", url=URL)
-    lines = sentences_by_line(page)
-    decoded_page, decoded_lines = page_codec.decode_split_page(page_codec.encode_split_page((page, lines)))
-    assert decoded_lines == lines
-    assert decoded_page.text == ""
-    assert dataclasses.replace(decoded_page, text=page.text) == page
+    _, (_, split) = _key_split_page_by_id(page)
+    assert split[0].text == "" and split[1] == sentences_by_line(page)
+    assert page_codec.decode_split_page(page_codec.encode_split_page(split)) == split
+    assert dataclasses.replace(split[0], text=page.text) == page
 
 
 def test_real_pages_round_trip_through_every_encoding():

@@ -99,7 +99,8 @@ class CapturedSteps:
         inputs = [{key: t.clone() for key, t in batch.items()} for batch in micro_batches]
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            # thread_local, as torch.compile's CUDA graphs capture: the data loader's pinning thread goes on meanwhile
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 outputs = self.step(inputs)
         except RuntimeError as error:
             raise RuntimeError(f"this stage's step cannot be captured as a CUDA graph ({error}); run it without "
