@@ -37,7 +37,6 @@ from .optim import use_fused_kernel
 from .step_graphs import Batch, CapturedSteps, prepare_optimizer, uncaptured_state
 
 
-
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite; training stopped before the bad update (``trainer.loss_check=log``: at the
     next read of the queued losses, before any checkpoint)."""
