@@ -30,7 +30,8 @@
 #                  CUDA graphs and our FlexAttention model added: t5_small batch 32 and 128, t5_base batch 32
 #                  -> t5_throughput_<size>_b<batch>.json, t5_throughput_flex_graphs_<size>_b<batch>.json
 # A failed step is recorded and the next one runs; the exit status is 1 if any step failed. STEP_TIMEOUT=<seconds>
-# ends any step that runs longer (a lease's command has 600 s; a lease brings back 8 files: tar the results folder).
+# ends any step that runs longer (a lease's command has 600 s; a lease brings back 8 files: tar the results folder);
+# STEPS="<name> ..." runs only the steps named (e.g. what a first call did not reach).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 QUICK=false
@@ -45,6 +46,10 @@ step() {  # step <name> <command...>: run it (for at most $STEP_TIMEOUT seconds 
     # failure
     local name=$1 started=$SECONDS limit=()
     shift
+    if [ -n "${STEPS:-}" ] && [[ " $STEPS " != *" $name "* ]]; then
+        echo "== $name: skipped (not in STEPS)"
+        return
+    fi
     [ -n "${STEP_TIMEOUT:-}" ] && limit=(timeout "$STEP_TIMEOUT")
     echo "== $name: $*"
     if "${limit[@]}" "$@" > "$OUT/$name.log" 2>&1; then
@@ -82,8 +87,9 @@ t5_flex_graphs() {  # t5_flex_graphs <size> <batch> [options]: ours, HF and ours
 }
 
 if $QUICK; then  # what earlier leases left unmeasured first
-    step a5_captured "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5" \
-        --variants vanilla-bf16-compiled-captured-packed vanilla-bf16-captured-packed
+    for variant in vanilla-bf16-captured-packed vanilla-bf16-compiled-captured-packed; do
+        step "a5_$variant" "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5_$variant" --variants "$variant"
+    done
     step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py \
         --variant vanilla-bf16-compiled-captured-packed > \"$OUT/a5_step_profile.jsonl\""
     t5_flex_graphs t5_small 32 --only ours HF "ours compiled" "HF compiled" "ours flex compiled"
