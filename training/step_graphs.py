@@ -21,6 +21,8 @@ from functools import cached_property
 
 import torch
 
+from .config_errors import TrainConfigError
+
 Batch = dict[str, torch.Tensor]
 StepOutputs = tuple[torch.Tensor, torch.Tensor]  # (loss, gradient norm) of the step, on the device
 
@@ -102,7 +104,8 @@ class CapturedSteps:
             # thread_local, as torch.compile's CUDA graphs capture: the data loader's pinning thread goes on meanwhile
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 outputs = self.step(inputs)
-        except RuntimeError as error:
-            raise RuntimeError(f"this stage's step cannot be captured as a CUDA graph ({error}); run it without "
-                               "trainer.capture_steps") from error
+        except RuntimeError as error:  # e.g. an op that reads a device value on the host: a one-line refusal
+            cause = (str(error).strip().splitlines() or [repr(error)])[0]
+            raise TrainConfigError(f"this stage's step cannot be captured as a CUDA graph ({cause}); run it without "
+                                   "trainer.capture_steps") from error
         return _Graph(graph, inputs, outputs)
