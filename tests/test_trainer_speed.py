@@ -208,3 +208,22 @@ def test_steps_that_cannot_be_captured_are_refused(tmp_path, case, message):
     with pytest.raises(TrainConfigError, match=message):
         trainer._start_capturing()
     assert trainer.captured_steps is None
+
+
+def test_a_step_that_cannot_be_captured_is_refused_in_one_line(monkeypatch):
+    """What PyTorch raises when a capture fails (here at its start) becomes a one-line TrainConfigError."""
+    class FailingCapture:
+        def __init__(self, graph, **options):
+            pass
+
+        def __enter__(self):
+            raise RuntimeError("operation not permitted when stream is capturing\nCUDA kernel errors might be ...")
+
+        def __exit__(self, *exc):
+            return False
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: None)
+    monkeypatch.setattr(torch.cuda, "graph", FailingCapture)
+    steps = CapturedSteps(lambda micro_batches: pytest.fail("a failed capture runs no step"))
+    message = r"cannot be captured as a CUDA graph \(operation not permitted when stream is capturing\); run it"
+    with pytest.raises(TrainConfigError, match=message):
+        steps._capture([{"input_tokens": torch.zeros(2, 3)}])
