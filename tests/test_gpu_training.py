@@ -242,7 +242,7 @@ def test_a5_captured_steps_train_as_uncaptured(compiled, shared_data, tmp_path):
     common = ["trainer.max_steps=40", "trainer.log_every=10", "trainer.precision=bf16", "+model.dropout=0.0",
               "data.pack=false", "trainer.loss_check=log", f"trainer.compile={str(compiled).lower()}"]
     plain, _ = train(a5(shared_data, tmp_path / "plain", *common))
-    captured, _ = train(a5(shared_data, tmp_path / "captured", *common, *CAPTURED))
+    captured, _ = train(a5(shared_data, tmp_path / "captured", *common, "trainer.capture_steps=true"))
     assert captured == pytest.approx(plain, rel=1e-3)
 
 
