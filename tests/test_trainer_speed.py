@@ -166,8 +166,8 @@ def test_use_fused_kernel_leaves_other_choices_alone(optimizer):
 def test_learning_rates_held_on_the_device_are_read_with_the_queued_losses(tmp_path):
     """Captured steps keep the learning rate as a tensor their schedule fills: the queue reads it with the losses,
     so the logged steps are those of a float learning rate."""
-    floats = gpt_trainer(tmp_path / "float", "trainer.max_steps=5", "trainer.log_every=2", "trainer.loss_check=log")
-    tensors = gpt_trainer(tmp_path / "tensor", "trainer.max_steps=5", "trainer.log_every=2", "trainer.loss_check=log")
+    floats, tensors = (gpt_trainer(tmp_path / name, "trainer.max_steps=5", "trainer.log_every=2",
+                                   "trainer.loss_check=log") for name in ("float", "tensor"))
     tensors.optimizer.param_groups[0]["lr"] = torch.tensor(1e-2, dtype=torch.float64)
     expected, read = floats.fit(), tensors.fit()
     assert all(isinstance(s.lr, float) for s in read)
@@ -178,8 +178,7 @@ def test_a_captured_runs_checkpoint_is_an_uncaptured_runs(tmp_path):
     """What ``trainer.capture_steps`` changes in the optimizer (capturable, the learning rate a tensor) is not saved:
     the checkpoint equals the uncaptured run's, so it resumes either way, on any device. The learning rate is the
     float32 one the captured steps used (fused AdamW computes in float32 either way)."""
-    plain, captured = gpt_trainer(tmp_path / "plain", "trainer.max_steps=2"), gpt_trainer(tmp_path / "captured",
-                                                                                          "trainer.max_steps=2")
+    plain, captured = (gpt_trainer(tmp_path / name, "trainer.max_steps=2") for name in ("plain", "captured"))
     plain.fit(), captured.fit()
     prepare_optimizer(captured.optimizer, torch.device("cpu"))
     captured.captured_steps = CapturedSteps(captured._update)
