@@ -12,6 +12,7 @@ from c4prep.training.models.gpt_attention import (CausalSelfAttention, Synthesiz
                                                   prepend_visible_keys)
 from c4prep.training.experiments.gpt1.classifier import GPTClassifier
 from c4prep.training.models.plain_attention import additive_mask, plain_attention, writes_attention_out
+from c4prep.training.models.sampling import next_token
 from c4prep.training.batch_losses import DecoderLoss, _decoder_inputs
 from c4prep.training.experiments.gpt1.classification_loss import ClassificationLoss
 
@@ -184,6 +185,32 @@ def test_batched_greedy_generation_equals_one_prompt_at_a_time(attention):
             context = manual[-model.max_length:]
             manual = torch.cat([manual, model(context[None])[0, -1].argmax()[None]])
         assert torch.equal(output, manual[len(prompt):])
+
+
+def manual_continuation(model: GPT, prompt: torch.Tensor, count: int, choose) -> torch.Tensor:
+    """``count`` tokens after ``prompt``, each chosen from the model's whole-context logits (the reference)."""
+    tokens = prompt.clone()
+    for _ in range(count):
+        tokens = torch.cat([tokens, choose(model(tokens[None])[0, -1:].float())])
+    return tokens[len(prompt):]
+
+
+@pytest.mark.parametrize("attention", ["causal", "synthesizer"])
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_generation_that_fits_runs_each_new_token_alone_and_equals_the_whole_context(attention, norm):
+    model = small(attention, norm)
+    prompts = [torch.randint(0, 40, (n,)) for n in (2, 5, 9)]
+    widths = []
+    model.blocks[0].register_forward_hook(lambda module, args, output: widths.append(args[0].shape[1]))
+    batched = model.generate(prompts, max_new_tokens=6)  # 9 + 6 - 1 tokens run: within the 15/16-token context
+    assert widths == [9] + [1] * 5  # the prompts once, then each new token alone
+    for prompt, output in zip(prompts, batched):
+        assert torch.equal(output, manual_continuation(model, prompt, 6, lambda logits: logits.argmax(-1)))
+    for prompt in prompts:  # sampled: the same draws from the same seed
+        drawn = model.generate([prompt], 6, temperature=3.0, greedy=False, generator=torch.Generator().manual_seed(5))
+        seeded = torch.Generator().manual_seed(5)
+        assert torch.equal(drawn[0], manual_continuation(
+            model, prompt, 6, lambda logits: next_token(logits / 3.0, None, False, seeded)))
 
 
 def test_sampling_with_top_k_one_is_greedy_and_sampling_is_seeded():

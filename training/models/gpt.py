@@ -22,9 +22,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .gpt_attention import CausalSelfAttention, SynthesizerAttention, attention_mask
+from .gpt_cache import LayerCache
 from .sampling import next_token
 
 Residual = Callable[[Tensor, Tensor], Tensor]  # (residual stream x, sublayer output) -> the new residual stream
+Chooser = Callable[[Tensor], Tensor]  # a step's logits [B, vocab] -> the next token ids [B]
 
 
 @dataclass(frozen=True)
@@ -110,16 +112,16 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None, positions: Tensor | None,
                 extra_kv: tuple[Tensor, Tensor] | None = None, attn_residual: Residual | None = None,
-                ffn_residual: Residual | None = None) -> Tensor:
+                ffn_residual: Residual | None = None, cache: LayerCache | None = None) -> Tensor:
         """Hooks (None: the plain block): ``extra_kv`` goes to the attention (``mask`` then covers it);
         ``attn_residual(x, out)`` and ``ffn_residual(x, out)`` replace the sums ``x + out`` of the attention and
-        MLP outputs ``out`` with the residual stream ``x`` (adapters)."""
+        MLP outputs ``out`` with the residual stream ``x`` (adapters). ``cache``: the attention's while generating."""
         if self.pre_norm:
-            out = self.attn(self.ln1(x), mask, positions, extra_kv)
+            out = self.attn(self.ln1(x), mask, positions, extra_kv, cache)
             x = x + out if attn_residual is None else attn_residual(x, out)
             out = self.mlp(self.ln2(x))
             return x + out if ffn_residual is None else ffn_residual(x, out)
-        out = self.attn(x, mask, positions, extra_kv)
+        out = self.attn(x, mask, positions, extra_kv, cache)
         x = self.ln1(x + out if attn_residual is None else attn_residual(x, out))
         out = self.mlp(x)
         return self.ln2(x + out if ffn_residual is None else ffn_residual(x, out))
@@ -198,7 +200,9 @@ class GPT(nn.Module):
                  generator: torch.Generator | None = None) -> list[Tensor]:
         """Continue each 1-D prompt by ``max_new_tokens`` tokens: greedy (argmax) or sampled at ``temperature``
         from the ``top_k`` most likely. Prompts of different lengths run as one right-padded batch (causal
-        attention never sees the padding); the context is cropped to the last ``max_length`` tokens."""
+        attention never sees the padding). When every prompt and its continuation fit in ``max_length`` tokens,
+        each new token runs through the model alone (the attention layers cache what they computed); otherwise the
+        context is cropped to the last ``max_length`` tokens and run again for each new token."""
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         device = self.tok_emb.weight.device
@@ -208,16 +212,44 @@ class GPT(nn.Module):
         tokens = torch.zeros(len(prompts), int(lengths.max()) + max_new_tokens, dtype=torch.long, device=device)
         for row, prompt in enumerate(prompts):
             tokens[row, :len(prompt)] = prompt.to(device)
-        rows = torch.arange(len(prompts), device=device)
-        for _ in range(max_new_tokens):
-            starts = (lengths - self.max_length).clamp(min=0)
-            width = int((lengths - starts).max())
-            window = tokens.gather(1, starts[:, None] + torch.arange(width, device=device)[None])
-            logits = self(window)[rows, lengths - 1 - starts].float() / temperature
-            tokens[rows, lengths] = next_token(logits, top_k, greedy, generator)
-            lengths = lengths + 1
+
+        def choose(logits: Tensor) -> Tensor:
+            return next_token(logits.float() / temperature, top_k, greedy, generator)
+        if max_new_tokens > 0:
+            fits = int(lengths.max()) + max_new_tokens - 1 <= self.max_length
+            (self._continue_cached if fits else self._continue_cropped)(tokens, lengths, max_new_tokens, choose)
         return [tokens[row, len(prompt):len(prompt) + max_new_tokens] for row, prompt in enumerate(prompts)]
 
+    def _continue_cached(self, tokens: Tensor, lengths: Tensor, count: int, choose: Chooser) -> None:
+        """Write ``count`` tokens into each row of ``tokens`` after its first ``lengths`` ones: the prompts run once,
+        then each new token alone against the layers' caches."""
+        rows = torch.arange(len(lengths), device=tokens.device)
+        caches = [LayerCache(int(lengths.max()) + count - 1) for _ in self.blocks]
+        x = self.embed(tokens[:, :int(lengths.max())])
+        for block, cache in zip(self.blocks, caches):
+            x = block(x, None, None, cache=cache)
+        hidden = x[rows, lengths - 1]
+        key_columns = torch.arange(caches[0].length, device=tokens.device)
+        for step in range(count):
+            tokens[rows, lengths] = choose(self.head(self.ln_f(hidden)))
+            if step == count - 1:
+                break
+            positions = lengths[:, None]
+            mask = (key_columns[None] <= positions)[:, None, None]  # [B, 1, 1, keys]: up to the row's new token
+            x = self.embed(tokens[rows, lengths][:, None], positions)
+            for block, cache in zip(self.blocks, caches):
+                x = block(x, mask, positions, cache=cache)
+            hidden, lengths = x[:, 0], lengths + 1
+
+    def _continue_cropped(self, tokens: Tensor, lengths: Tensor, count: int, choose: Chooser) -> None:
+        """As :meth:`_continue_cached`, running each row's last ``max_length`` tokens (at most) for every new token."""
+        rows = torch.arange(len(lengths), device=tokens.device)
+        for _ in range(count):
+            starts = (lengths - self.max_length).clamp(min=0)
+            width = int((lengths - starts).max())
+            window = tokens.gather(1, starts[:, None] + torch.arange(width, device=tokens.device)[None])
+            tokens[rows, lengths] = choose(self(window)[rows, lengths - 1 - starts])
+            lengths = lengths + 1
 
 def _init_weights(module: nn.Module) -> None:
     """N(0, 0.02) for linear and embedding weights, zero biases (layer norms keep (1, 0))."""

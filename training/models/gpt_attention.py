@@ -4,7 +4,8 @@ Both take ``(x, mask)`` where ``mask`` is None (plain causal attention over posi
 ``[B, 1, T, T]`` "may attend" matrix from :func:`attention_mask` (packed segments, prefix-LM). The synthesizer also
 takes the per-token ``positions`` that index its learned score columns. Dot-product attention also takes
 ``extra_kv``: keys and values attended before the tokens' own (prefix tuning, AdaVAE's latent slots), which ``mask``
-then covers in its first columns (:func:`prepend_visible_keys`).
+then covers in its first columns (:func:`prepend_visible_keys`). While generating, both keep what they computed
+in a :class:`.gpt_cache.LayerCache` (``cache``), and a window's ``positions`` are then each row's one new token's.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .gpt_cache import LayerCache
 from .plain_attention import additive_mask, plain_attention, writes_attention_out
 
 
@@ -54,12 +56,14 @@ class CausalSelfAttention(nn.Module):
         self.resid_drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None,
-                extra_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+                extra_kv: tuple[Tensor, Tensor] | None = None, cache: LayerCache | None = None) -> Tensor:
         """``extra_kv``: keys and values ``[B, n_head, S, head_dim]`` prepended to the tokens' own; ``mask``
-        ``[B or 1, 1, T or 1, S + T]`` is then required (``positions`` is the synthesizer's, unused here)."""
+        ``[B or 1, 1, T or 1, S + T]`` is then required (``positions`` is the synthesizer's and the cache's)."""
         B, T, C = x.shape
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
                    for t in self.qkv(x).split(C, dim=2))
+        if cache is not None:
+            k, v = cache.store(positions, k, v)
         if extra_kv is not None:
             if mask is None:
                 raise ValueError("extra_kv needs a mask over its keys and the tokens' (see prepend_visible_keys)")
@@ -96,21 +100,24 @@ class SynthesizerAttention(nn.Module):
         self.resid_drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, positions: Tensor | None = None,
-                extra_kv: tuple[Tensor, Tensor] | None = None) -> Tensor:
+                extra_kv: tuple[Tensor, Tensor] | None = None, cache: LayerCache | None = None) -> Tensor:
         B, T, C = x.shape
         if extra_kv is not None:
             raise ValueError("synthesizer attention scores token positions only: it takes no extra_kv")
         if T > self.max_length:
             raise ValueError(f"synthesizer attention takes at most {self.max_length} positions, got {T}")
         hidden = F.relu(self.w1(x)).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        if positions is None:
-            scores = hidden @ self.w2[:, :T] + self.b2[:T]  # [B, h, T, T]
+        values = self.value(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        if cache is not None:
+            (values,) = cache.store(positions, values)
+        keys = values.shape[2]
+        if positions is None or cache is not None:  # key j's column is j
+            scores = hidden @ self.w2[:, :keys] + self.b2[:keys]  # [B, h, T, keys]
         else:  # packed rows: key j's column is its position within its segment
             scores = torch.einsum("bhid,bdj->bhij", hidden, self.w2[:, positions].transpose(0, 1)) \
                 + self.b2[positions][:, None, None, :]
         if mask is None:
             mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
         attention = self.attn_drop(scores.masked_fill(~mask, float("-inf")).softmax(dim=-1))
-        values = self.value(x).view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         y = (attention @ values).transpose(1, 2).reshape(B, T, C)
         return self.resid_drop(self.proj(y))
