@@ -1,7 +1,8 @@
 """GPU tier, attention (marker ``gpu``: skipped without CUDA; benchmarks/gpu_suite.sh runs it): every attention path
 (SDPA's flash, memory-efficient, cuDNN and math kernels, and the written-out ``plain_attention``) against an fp64
 reference, for the calls our models make: GPT's causal (``is_causal``), GPT's packed rows (a bool mask) and T5's
-learned float bias (scale 1). Then T5 logits on CUDA against the CPU, and FlexAttention's gradients on CUDA.
+learned float bias (scale 1). Then T5 logits on CUDA against the CPU, FlexAttention's gradients on CUDA, and GPT's
+cached generation on CUDA against the CPU.
 
 Issue #23: GPT A5 diverges in bf16 with the fused kernels and dropout 0.1 (math backend, fp32, or dropout 0 train).
 Hypotheses, and the test that tells each apart (those that fail point at PyTorch's kernels, not at our calls):
@@ -31,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.models.plain_attention import additive_mask, plain_attention
 from c4prep.training.models.t5 import T5, t5_config
 
@@ -306,3 +308,17 @@ def test_t5_flex_gradients_on_cuda_equal_dense(precision):
     tolerance = 1e-4 if precision == "fp32" else 5e-2  # the dense path rounds its bias to bf16
     for name, dense in grads["dense"].items():
         assert error(grads["flex"][name], dense.double()) <= tolerance, name
+
+
+@pytest.mark.parametrize("attention", ["causal", "synthesizer"])
+def test_gpt_cached_generation_on_cuda_equals_cpu(attention):
+    """fp32 without TF32: A5's model answering ragged prompts with its key/value cache (SDPA with a bool mask over
+    the cache for each new token) continues them as on the CPU, where the cache equals the whole context
+    (tests/test_gpt_model.py)."""
+    torch.manual_seed(0)
+    model = GPT(gpt_config("gpt_a5", 256, attention=attention)).eval()
+    prompts = [torch.randint(2, 256, (length,)) for length in (9, 40, 75)]
+    expected = model.generate(prompts, 32)
+    answers = model.to(DEVICE).generate([prompt.to(DEVICE) for prompt in prompts], 32)
+    for answer, reference in zip(answers, expected):
+        assert torch.equal(answer.cpu(), reference)
