@@ -2,7 +2,7 @@
 (SDPA's flash, memory-efficient, cuDNN and math kernels, and the written-out ``plain_attention``) against an fp64
 reference, for the calls our models make: GPT's causal (``is_causal``), GPT's packed rows (a bool mask) and T5's
 learned float bias (scale 1). Then T5 logits on CUDA against the CPU, FlexAttention's gradients on CUDA, and GPT's
-cached generation on CUDA against the CPU.
+and T5's cached generation on CUDA against the CPU.
 
 Issue #23: GPT A5 diverges in bf16 with the fused kernels and dropout 0.1 (math backend, fp32, or dropout 0 train).
 Hypotheses, and the test that tells each apart (those that fail point at PyTorch's kernels, not at our calls):
@@ -293,6 +293,16 @@ def test_t5_logits_on_cuda_equal_cpu(attention_impl):
         cuda_args, _ = t5_inputs(DEVICE)
         logits = widened_t5(attention_impl).to(DEVICE)(*cuda_args)[scored.to(DEVICE)].cpu()
     torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-4 * expected.abs().max().item())
+
+
+def test_t5_cached_generation_on_cuda_equals_cpu():
+    """fp32 without TF32: greedy decoding with the decoder's key/value caches (SDPA over the cache with the position
+    bias for each new token, cross-attention over padded encoder rows) continues as on the CPU."""
+    encoder_tokens = torch.randint(2, 1000, (4, 96), generator=torch.Generator().manual_seed(1))
+    encoder_tokens[1, 50:] = 0
+    expected = widened_t5().generate(encoder_tokens, 24)
+    decoded = widened_t5().to(DEVICE).generate(encoder_tokens.to(DEVICE), 24)
+    assert torch.equal(decoded.cpu(), expected)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

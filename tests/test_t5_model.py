@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from c4prep.training.losses import mean_token_loss, token_cross_entropy
+from c4prep.training.models.sampling import next_token
 from c4prep.training.models.t5 import T5, num_parameters, t5_config
 from c4prep.training.models.t5_attention import relative_position_bucket
 from c4prep.training.models.t5_hf import from_hf_state_dict, hf_model
@@ -143,6 +144,31 @@ def test_greedy_generate_matches_hf():
                              num_beams=1, max_new_tokens=12)
         assert torch.equal(ours, theirs[:, 1:])
     assert ours.shape[1] < 12 and (ours[:, 1:-1] == 1).any()  # EOS mid-sequence, then padding
+
+
+@pytest.mark.parametrize("size", FLAVOURS)
+def test_generation_runs_each_new_token_alone_and_equals_the_whole_prefix(size):
+    model = _model(size)
+    encoder_tokens = _tokens(3, 10, seed=4)
+    encoder_tokens[1, 7:] = 0
+    for greedy in (True, False):
+        widths = []
+        hook = model.decoder.blocks[0].register_forward_hook(
+            lambda module, args, output: widths.append(args[0].shape[1]))
+        drawn = model.generate(encoder_tokens, 9, temperature=2.0, top_k=50, greedy=greedy,
+                               generator=torch.Generator().manual_seed(1))
+        hook.remove()
+        assert widths == [1] * drawn.shape[1]
+        seeded, prefix = torch.Generator().manual_seed(1), torch.zeros(3, 1, dtype=torch.long)
+        with torch.no_grad():  # the reference: the decoder rerun on the whole prefix for every token
+            encoded = model.encode(encoder_tokens)
+            for _ in range(drawn.shape[1]):
+                logits = model.decode(encoded, encoder_tokens, prefix)[:, -1]
+                if not greedy:
+                    logits = logits[:, :model.config.vocab_size] / 2.0
+                prefix = torch.cat([prefix, next_token(logits, 50, greedy, seeded)[:, None]], dim=1)
+        eos = (prefix[:, 1:] == model.config.eos_id).int()
+        assert torch.equal(drawn, prefix[:, 1:].masked_fill(eos.cumsum(1) - eos > 0, 0))  # pad after each EOS
 
 
 def test_adapters_start_as_identity_and_freeze():

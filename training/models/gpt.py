@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .gpt_attention import CausalSelfAttention, SynthesizerAttention, attention_mask
-from .gpt_cache import LayerCache
+from .layer_cache import LayerCache
 from .sampling import next_token
 
 Residual = Callable[[Tensor, Tensor], Tensor]  # (residual stream x, sublayer output) -> the new residual stream

@@ -5,7 +5,7 @@ Both take ``(x, mask)`` where ``mask`` is None (plain causal attention over posi
 takes the per-token ``positions`` that index its learned score columns. Dot-product attention also takes
 ``extra_kv``: keys and values attended before the tokens' own (prefix tuning, AdaVAE's latent slots), which ``mask``
 then covers in its first columns (:func:`prepend_visible_keys`). While generating, both keep what they computed
-in a :class:`.gpt_cache.LayerCache` (``cache``), and a window's ``positions`` are then each row's one new token's.
+in a :class:`.layer_cache.LayerCache` (``cache``), and a window's ``positions`` are then each row's one new token's.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .gpt_cache import LayerCache
+from .layer_cache import LayerCache
 from .plain_attention import additive_mask, plain_attention, writes_attention_out
 
 

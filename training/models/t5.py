@@ -28,11 +28,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .layer_cache import LayerCache
 from .sampling import next_token
 from .t5_attention import Attention, relative_position_bucket, same_segment, with_mask
 from .t5_flex import decoder_scores, encoder_scores
 
 VOCAB_DIVISOR = 128
+BlockCaches = tuple[LayerCache, LayerCache]  # a decoder block's self-attention and cross-attention caches
 
 
 @dataclass
@@ -168,15 +170,17 @@ class Block(nn.Module):
         self.adapter = T5AdapterLayer(config.d_model, config.adapter_dim) if config.adapter_dim else nn.Identity()
         self.dropout = nn.Dropout(config.dropout_rate)
 
-    def forward(self, x: Tensor, self_bias: Tensor, memory: Tensor | None = None,
-                cross_bias: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, self_bias: Tensor, memory: Tensor | None = None, cross_bias: Tensor | None = None,
+                caches: BlockCaches | None = None, positions: Tensor | None = None) -> Tensor:
+        """``caches`` (self-attention's, cross-attention's) and the new tokens' ``positions`` while generating."""
         # Under autocast every projection would cast its (fp32) input itself: three casts of the same tensor for
         # q, k and v. Casting each norm's output once gives the same values with one cast (a no-op otherwise).
+        self_cache, cross_cache = caches or (None, None)
         dtype = _compute_dtype(x)
         h = self.self_attn_norm(x).to(dtype)
-        x = x + self.dropout(self.self_attn(h, h, self_bias))
+        x = x + self.dropout(self.self_attn(h, h, self_bias, self_cache, positions))
         if memory is not None:
-            x = x + self.dropout(self.cross_attn(self.cross_attn_norm(x).to(dtype), memory, cross_bias))
+            x = x + self.dropout(self.cross_attn(self.cross_attn_norm(x).to(dtype), memory, cross_bias, cross_cache))
         return x + self.dropout(self.adapter(self.ff(self.ff_norm(x).to(dtype))))
 
 
@@ -200,15 +204,16 @@ class Stack(nn.Module):
             max_distance=self.config.relative_attention_max_distance)
         return self.relative_bias(buckets).permute(0, 3, 1, 2).float()
 
-    def forward(self, x: Tensor, self_bias: Tensor, memory: Tensor | None = None,
-                cross_bias: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, self_bias: Tensor, memory: Tensor | None = None, cross_bias: Tensor | None = None,
+                caches: list[BlockCaches] | None = None, positions: Tensor | None = None) -> Tensor:
+        """``caches`` (one pair a block) and the new tokens' ``positions`` while generating."""
         x = self.dropout(x)
         dtype = _compute_dtype(x)  # cast what every block shares once, not in every block
         self_bias = self_bias.to(dtype)
         if memory is not None:
             memory, cross_bias = memory.to(dtype), cross_bias.to(dtype)
-        for block in self.blocks:
-            x = block(x, self_bias, memory, cross_bias)
+        for index, block in enumerate(self.blocks):
+            x = block(x, self_bias, memory, cross_bias, caches[index] if caches else None, positions)
         return self.dropout(self.final_norm(x))
 
 
@@ -276,7 +281,10 @@ class T5(nn.Module):
                 cross_visible = same_segment(decoder_segment_ids, encoder_segment_ids)
             self_bias = with_mask(self.decoder.position_bias(positions, positions), self_visible)
             cross_bias = with_mask(torch.zeros((), device=tokens.device), cross_visible)
-        x = self.decoder(self.shared(tokens), self_bias, encoded, cross_bias)
+        return self._logits(self.decoder(self.shared(tokens), self_bias, encoded, cross_bias))
+
+    def _logits(self, x: Tensor) -> Tensor:
+        """The decoder's states [B, T, d] through the output layer (the tied embedding, rescaled, or ``lm_head``)."""
         if self.lm_head is None:
             return F.linear(x * self.config.d_model ** -0.5, self.shared.weight)
         return self.lm_head(x)
@@ -295,17 +303,25 @@ class T5(nn.Module):
         """Decoding of at most ``max_length`` tokens per row (start token not included): greedy (the argmax over
         the padded vocabulary, as HF), or sampled at ``temperature`` from the ``top_k`` most likely of the
         ``vocab_size`` real ids. A row ends at its EOS and is padded with ``pad_id`` after it; decoding stops once
-        every row has ended. The decoder is rerun on the whole prefix each step (no cache). Call ``eval()`` first
-        to switch dropout off."""
+        every row has ended. Each step runs the newest token alone through the decoder, against the keys and values
+        its attention layers cached (dense attention also for ``attention_impl=flex``). Call ``eval()`` first to
+        switch dropout off."""
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
-        config = self.config
+        config, device = self.config, encoder_input_tokens.device
         encoded = self.encode(encoder_input_tokens)
-        tokens = torch.full((encoder_input_tokens.shape[0], 1), config.decoder_start_id,
-                            dtype=torch.long, device=encoder_input_tokens.device)
-        done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
-        for _ in range(max_length):
-            logits = self.decode(encoded, encoder_input_tokens, tokens)[:, -1]
+        tokens = torch.full((encoder_input_tokens.shape[0], 1), config.decoder_start_id, dtype=torch.long,
+                            device=device)
+        done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=device)
+        caches = [(LayerCache(max_length), LayerCache(encoder_input_tokens.shape[1])) for _ in self.decoder.blocks]
+        positions = torch.arange(max_length, device=device)[None]
+        causal = positions[0, :, None] >= positions[0, None, :]
+        self_biases = with_mask(self.decoder.position_bias(positions, positions), causal)  # [1, H, step, column]
+        cross_bias = with_mask(torch.zeros((), device=device), (encoder_input_tokens != config.pad_id)[:, None, None])
+        for step in range(max_length):
+            states = self.decoder(self.shared(tokens[:, -1:]), self_biases[:, :, step:step + 1], encoded, cross_bias,
+                                  caches, torch.full_like(tokens[:, :1], step))
+            logits = self._logits(states)[:, -1]
             if not greedy:
                 logits = logits[:, :config.vocab_size].float() / temperature
             step_ids = next_token(logits, top_k, greedy, generator).masked_fill(done, config.pad_id)

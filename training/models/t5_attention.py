@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .layer_cache import LayerCache
 from .plain_attention import plain_attention, writes_attention_out
 
 if TYPE_CHECKING:
@@ -70,13 +71,25 @@ class Attention(nn.Module):
         nn.init.normal_(self.o.weight, std=inner ** -0.5)
         self.num_heads, self.d_kv, self.dropout = config.num_heads, config.d_kv, config.dropout_rate
 
-    def forward(self, x: Tensor, memory: Tensor, bias: Tensor | FlexScores) -> Tensor:
-        """``x`` [B, Tq, d] attends to ``memory`` [B, Tk, d]; ``bias`` [B or 1, H or 1, Tq, Tk] is additive."""
+    def forward(self, x: Tensor, memory: Tensor, bias: Tensor | FlexScores, cache: LayerCache | None = None,
+                positions: Tensor | None = None) -> Tensor:
+        """``x`` [B, Tq, d] attends to ``memory`` [B, Tk, d]; ``bias`` [B or 1, H or 1, Tq, Tk] is additive.
+        While generating (``cache``), self-attention stores its keys and values at ``positions``
+        (:meth:`.layer_cache.LayerCache.store`) and attends to every column of the cache, which ``bias`` then covers;
+        cross-attention projects ``memory`` once and reuses it."""
         b, tq, _ = x.shape
         if memory is x:
             q, k, v = self._projections(x, self.q, self.k, self.v)
+            if cache is not None:
+                k, v = cache.store(positions, k, v)
         else:
-            (q,), (k, v) = self._projections(x, self.q), self._projections(memory, self.k, self.v)
+            (q,) = self._projections(x, self.q)
+            if cache is not None and cache.tensors:
+                k, v = cache.tensors
+            else:
+                k, v = self._projections(memory, self.k, self.v)
+                if cache is not None:
+                    cache.store(None, k, v)
         dropout = self.dropout if self.training else 0.0
         if not isinstance(bias, Tensor):
             y = bias.attend(q, k, v)
