@@ -199,6 +199,22 @@ def test_generation_stops_at_eos_and_is_deterministic_when_greedy():
     assert model.generate(z, bos_id=1, eos_id=2, max_new_tokens=8) == [[], [], []]
 
 
+@pytest.mark.parametrize("peft", ["adapters", "prefix", "full"])
+@pytest.mark.parametrize("injection", [("psa",), ("atm", "embedding")])
+def test_generation_runs_each_new_token_alone_and_equals_the_whole_prefix(peft, injection):
+    model = vae(peft=peft, injection=injection)
+    z = torch.randn(3, 6, generator=torch.Generator().manual_seed(4))
+    widths = []
+    model.backbone.blocks[0].register_forward_hook(lambda module, args, output: widths.append(args[0].shape[1]))
+    generated = model.generate(z, bos_id=1, eos_id=2, max_new_tokens=8)
+    assert widths == [1] * 8  # the new token alone at every step (no row drew EOS here)
+    prefix = torch.ones(3, 1, dtype=torch.long)
+    with torch.no_grad():  # the reference: the decoder rerun on the whole prefix for every token
+        for _ in range(8):
+            prefix = torch.cat([prefix, model.decode(prefix, z)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert generated == prefix[:, 1:].tolist()
+
+
 def test_module_settings_are_validated():
     with pytest.raises(ValueError, match="peft must be one of"):
         AdaVAEConfig(peft="lora")

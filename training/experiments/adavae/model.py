@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from ...models.gpt import GPT
 from ...models.gpt_attention import prepend_visible_keys
+from ...models.layer_cache import LayerCache
 from ...models.sampling import next_token
 from .adapters import ADAPTER_PLACEMENTS, BottleneckAdapter, Prefix, residual_hooks
 from .gaussian import reparameterize
@@ -105,15 +106,17 @@ class AdaVAE(nn.Module):
         self.set_phase(2)
 
     # ------------------------------------------------------------------------------------------ blocks
-    def _blocks(self, x: Tensor, count: int, mask: Tensor, slots: list[Slots],
-                adapters: nn.ModuleList | None) -> Tensor:
+    def _blocks(self, x: Tensor, count: int, mask: Tensor, slots: list[Slots], adapters: nn.ModuleList | None,
+                positions: Tensor | None = None, caches: list[LayerCache] | None = None) -> Tensor:
         """The backbone's first ``count`` blocks over the embedded ``x``, each with its layer's key/value ``slots``
-        (which ``mask`` covers first) and adapter, then the backbone's final layer norm."""
+        (which ``mask`` covers first) and adapter, then the backbone's final layer norm. While generating, the
+        tokens' keys and values go to ``caches`` at ``positions``."""
         config = self.config
         for index in range(count):
             hooks = ({} if adapters is None else
                      residual_hooks(adapters[index], config.adapter_placement, config.double_adapter_bug))
-            x = self.backbone.blocks[index](x, mask, None, _joined(slots[index]), **hooks)
+            x = self.backbone.blocks[index](x, mask, positions, _joined(slots[index]), **hooks,
+                                            cache=caches[index] if caches else None)
         return self.backbone.ln_f(x)
 
     # ----------------------------------------------------------------------------------------- encoder
@@ -142,14 +145,21 @@ class AdaVAE(nn.Module):
 
     def decoder_states(self, inputs: Tensor, z: Tensor) -> Tensor:
         """The decoder's final hidden states ``[B, T, d]`` (after the last layer norm) given ``z``."""
-        T, layers = inputs.shape[1], len(self.backbone.blocks)
-        x = self.backbone.embed(inputs, offset=self.injection.embedding(z))
+        T = inputs.shape[1]
+        return self._decoder(inputs, z, torch.ones(T, T, dtype=torch.bool, device=inputs.device).tril()[None, None])
+
+    def _decoder(self, inputs: Tensor, z: Tensor, visible: Tensor, positions: Tensor | None = None,
+                 caches: list[LayerCache] | None = None) -> Tensor:
+        """:meth:`decoder_states` where the tokens see the keys ``visible`` (bool ``[B or 1, 1, T, keys]``) besides
+        the latent and prefix slots; while generating, ``inputs`` are the new tokens at ``positions`` and their
+        keys and values go to ``caches``."""
+        layers = len(self.backbone.blocks)
+        x = self.backbone.embed(inputs, positions, offset=self.injection.embedding(z))
         latent_slots = self.injection.slots(z, layers)
         prefixes = self.decoder_prefix(inputs.shape[0]) if self.decoder_prefix is not None else None
-        causal = torch.ones(T, T, dtype=torch.bool, device=inputs.device).tril()[None, None]
-        mask = prepend_visible_keys(causal, len(latent_slots[0]) + (self.config.prefix_length if prefixes else 0))
+        mask = prepend_visible_keys(visible, len(latent_slots[0]) + (self.config.prefix_length if prefixes else 0))
         slots = [latent + ([prefixes[index]] if prefixes else []) for index, latent in enumerate(latent_slots)]
-        return self._blocks(x, layers, mask, slots, self.decoder_adapters)
+        return self._blocks(x, layers, mask, slots, self.decoder_adapters, positions, caches)
 
     def forward(self, inputs: Tensor, input_mask: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """One training pass: (per-target negative log-likelihoods ``[B, T]``, 0 at padding; mean, logvar),
@@ -174,12 +184,17 @@ class AdaVAE(nn.Module):
     def generate(self, z: Tensor, bos_id: int, eos_id: int, max_new_tokens: int, greedy: bool = True,
                  top_k: int | None = None, temperature: float = 1.0,
                  generator: torch.Generator | None = None) -> list[list[int]]:
-        """Decode each row of ``z`` from BOS until EOS (excluded) or ``max_new_tokens``."""
+        """Decode each row of ``z`` from BOS until EOS (excluded) or ``max_new_tokens``; each step runs the newest
+        token alone against the keys and values the attention layers cached."""
         tokens = torch.full((z.shape[0], 1), bos_id, dtype=torch.long, device=z.device)
         finished = torch.zeros(z.shape[0], dtype=torch.bool, device=z.device)
         limit = min(max_new_tokens, self.backbone.config.block_size - 1)
-        for _ in range(limit):
-            logits = self.decode(tokens, z)[:, -1].float() / temperature
+        caches = [LayerCache(limit) for _ in self.backbone.blocks]
+        columns = torch.arange(limit, device=z.device)
+        for step in range(limit):
+            states = self._decoder(tokens[:, -1:], z, (columns <= step)[None, None, None], torch.full_like(
+                tokens[:, :1], step), caches)
+            logits = self.backbone.head(states[:, -1]).float() / temperature
             next_tokens = next_token(logits, top_k, greedy, generator).masked_fill(finished, eos_id)
             tokens = torch.cat([tokens, next_tokens[:, None]], dim=1)
             finished |= next_tokens == eos_id
