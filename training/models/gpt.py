@@ -215,6 +215,7 @@ class GPT(nn.Module):
 
         def choose(logits: Tensor) -> Tensor:
             return next_token(logits.float() / temperature, top_k, greedy, generator)
+
         if max_new_tokens > 0:
             fits = int(lengths.max()) + max_new_tokens - 1 <= self.max_length
             (self._continue_cached if fits else self._continue_cropped)(tokens, lengths, max_new_tokens, choose)
@@ -250,6 +251,7 @@ class GPT(nn.Module):
             window = tokens.gather(1, starts[:, None] + torch.arange(width, device=tokens.device)[None])
             tokens[rows, lengths] = choose(self(window)[rows, lengths - 1 - starts])
             lengths = lengths + 1
+
 
 def _init_weights(module: nn.Module) -> None:
     """N(0, 0.02) for linear and embedding weights, zero biases (layer norms keep (1, 0))."""
