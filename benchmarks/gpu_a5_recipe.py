@@ -59,6 +59,7 @@ VARIANTS = {  # name: (model.attention, trainer.precision, further overrides of 
     "vanilla-bf16-graphs-packed": ("causal", "bf16", GRAPHS_PACKED),
     "synthesizer-bf16-graphs-packed": ("synthesizer", "bf16", GRAPHS_PACKED),
     "vanilla-fp32-tf32-graphs-packed": ("causal", "fp32", [*GRAPHS_PACKED, "trainer.tf32=true"]),
+    "synthesizer-fp32-tf32-graphs-packed": ("synthesizer", "fp32", [*GRAPHS_PACKED, "trainer.tf32=true"]),
     "vanilla-bf16-graphs-packed-queued": ("causal", "bf16", [*GRAPHS_PACKED, "trainer.loss_check=log"]),
     "vanilla-bf16-captured-packed": ("causal", "bf16", CAPTURED),
     "vanilla-bf16-compiled-captured-packed": ("causal", "bf16", [*COMPILED, *CAPTURED]),

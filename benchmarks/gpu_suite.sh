@@ -93,6 +93,9 @@ if $QUICK; then  # what earlier leases left unmeasured first
         --variant vanilla-bf16-compiled-captured-packed > \"$OUT/a5_step_profile.jsonl\""
     t5_flex_graphs t5_small 32 --only ours HF "ours compiled" "HF compiled" "ours flex compiled"
     t5_step t5_throughput_graphs t5_base 32 --compile-mode reduce-overhead
+    # the issue's synthesizer in fp32, whole (the seventh session's run was cut at step 6,256)
+    step a5_synthesizer-fp32-tf32-graphs-packed "$PYTHON" benchmarks/gpu_a5_recipe.py \
+        --out "$OUT/a5_synthesizer-fp32-tf32-graphs-packed" --variants synthesizer-fp32-tf32-graphs-packed
 fi
 step tests "$PYTHON" -m pytest -m gpu -n 8 -q -ra -p no:cacheprovider -o junit_logging=all \
     tests/test_gpu.py tests/test_gpu_training.py --junitxml="$OUT/tests.xml"
