@@ -6,7 +6,8 @@ For each variant (vanilla and synthesizer attention; bf16 and fp32, each eager a
 matmuls, and so with the losses read at log steps only (``-queued``: ``trainer.loss_check=log``, the host queues
 steps ahead of the GPU); bf16 compiled without graphs; bf16 on re-packed rows with each whole step captured as one
 CUDA graph (``-captured-packed``: ``trainer.capture_steps=true``, the forward, loss, backward, clipping and AdamW in
-one launch), with eager kernels or compiled ones) the real ``train`` command runs, as a subprocess, fresh
+one launch), with eager kernels or compiled ones, the whole model or its repeated block compiled once for all
+layers: ``-blocks-``, ``trainer.compile_scope=blocks``) the real ``train`` command runs, as a subprocess, fresh
 (``resume=never``), with 4 data-loader processes.
 The compile options apply to pretraining alone: fine-tuning has 80 steps, too few to repay compiling them.
 
@@ -63,6 +64,7 @@ VARIANTS = {  # name: (model.attention, trainer.precision, further overrides of 
     "vanilla-bf16-graphs-packed-queued": ("causal", "bf16", [*GRAPHS_PACKED, "trainer.loss_check=log"]),
     "vanilla-bf16-captured-packed": ("causal", "bf16", CAPTURED),
     "vanilla-bf16-compiled-captured-packed": ("causal", "bf16", [*COMPILED, *CAPTURED]),
+    "vanilla-bf16-blocks-captured-packed": ("causal", "bf16", [*COMPILED, "trainer.compile_scope=blocks", *CAPTURED]),
 }
 
 

@@ -86,7 +86,8 @@ t5_flex_graphs() {  # t5_flex_graphs <size> <batch> [options]: ours, HF and ours
 }
 
 if $QUICK; then  # what earlier leases left unmeasured first
-    for variant in vanilla-bf16-captured-packed vanilla-bf16-compiled-captured-packed; do
+    for variant in vanilla-bf16-captured-packed vanilla-bf16-compiled-captured-packed \
+                   vanilla-bf16-blocks-captured-packed; do
         step "a5_$variant" "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5_$variant" --variants "$variant"
     done
     step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py \

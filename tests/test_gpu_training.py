@@ -1,6 +1,6 @@
 """GPU tier, training (marker ``gpu``: skipped without CUDA; benchmarks/gpu_suite.sh runs it): bf16 tracks fp32 on
 short A5, T5, AdaVAE and GPT-1 classification runs, FlexAttention trains as the dense path does, ``trainer.compile``
-(A5; T5 under CUDA graphs), whole steps captured as CUDA graphs (``trainer.capture_steps``) and the CUDA trainer
+(A5, the whole model or its repeated block; T5 under CUDA graphs), whole steps captured as CUDA graphs (``trainer.capture_steps``) and the CUDA trainer
 options (``trainer.loss_check=log`` under CUDA graphs among them), resume, and torchrun.
 
 The A5 cases place issue #23's divergence: c4prep's attention (written out for dropout in bf16 on CUDA), SDPA as
@@ -204,10 +204,13 @@ def assert_other_path_tracks(runs: dict[str, tuple[list[float], list[float]]], r
     assert_bf16_tracks_fp32(runs["bf16"], runs["fp32"], OTHER_TAIL, within, record_property, label)
 
 
-def test_compiled_a5_trains_as_eager(shared_data, tmp_path, record_property):
-    """trainer.compile=true (bf16): compiled dropout draws other random numbers, so the curves agree on average."""
+@pytest.mark.parametrize("scope", ["model", "blocks"])
+def test_compiled_a5_trains_as_eager(scope, shared_data, tmp_path, record_property):
+    """trainer.compile=true (bf16), the whole model or its repeated block (``trainer.compile_scope``): compiled
+    dropout draws other random numbers, so the curves agree on average."""
+    compiled = ["trainer.compile=true", f"trainer.compile_scope={scope}"]
     curves = {mode: train(a5(shared_data, tmp_path / mode, "trainer.max_steps=230", "trainer.precision=bf16",
-                             f"trainer.compile={mode == 'compiled'}".lower()))[0] for mode in ("eager", "compiled")}
+                             *(compiled if mode == "compiled" else [])))[0] for mode in ("eager", "compiled")}
     record_property("tails", {name: round(tail(curve, A5_TAIL), 4) for name, curve in curves.items()})
     assert abs(tail(curves["compiled"], A5_TAIL) - tail(curves["eager"], A5_TAIL)) <= A5_TOLERANCE
 
@@ -234,13 +237,15 @@ def test_losses_read_at_log_steps_under_cuda_graphs(shared_data, tmp_path):
 CAPTURED = ["trainer.capture_steps=true", "trainer.loss_check=log"]
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager-kernels", "compiled"])
+@pytest.mark.parametrize("compiled", [[], ["trainer.compile=true"],
+                                      ["trainer.compile=true", "trainer.compile_scope=blocks"]],
+                         ids=["eager-kernels", "compiled", "compiled-blocks"])
 def test_a5_captured_steps_train_as_uncaptured(compiled, shared_data, tmp_path):
     """trainer.capture_steps=true: each whole step (forward, loss, backward, clipping, fused AdamW) one CUDA graph.
     Padded rows (one shape: step 1 warms up, step 2 is captured, the rest replay) without dropout: the losses of the
     same run uncaptured, up to rounding."""
     common = ["trainer.max_steps=40", "trainer.log_every=10", "trainer.precision=bf16", "+model.dropout=0.0",
-              "data.pack=false", "trainer.loss_check=log", f"trainer.compile={str(compiled).lower()}"]
+              "data.pack=false", "trainer.loss_check=log", *compiled]
     plain, _ = train(a5(shared_data, tmp_path / "plain", *common))
     captured, _ = train(a5(shared_data, tmp_path / "captured", *common, "trainer.capture_steps=true"))
     assert captured == pytest.approx(plain, rel=1e-3)

@@ -28,12 +28,12 @@ def decoder_batches(step: int, rows_vary: bool = False):
         step += 1
 
 
-def gpt_trainer(run_dir, *overrides: str, device: str = "cpu") -> Trainer:
+def gpt_trainer(run_dir, *overrides: str, device: str = "cpu", n_layer: int = 1) -> Trainer:
     settings = load_config(["trainer.max_steps=3", "trainer.checkpoint_every=0", "trainer.progress=false",
                             "trainer.tensorboard=false", "trainer.global_batch_size=4", "trainer.micro_batch_size=4",
                             *overrides]).trainer
     torch.manual_seed(0)
-    model = GPT(gpt_config("gpt_tiny", VOCAB, n_layer=1, n_embd=16))  # dropout 0: compiled and eager RNG differ
+    model = GPT(gpt_config("gpt_tiny", VOCAB, n_layer=n_layer, n_embd=16))  # dropout 0: compiled and eager RNG differ
     optimizer = build_optimizer("adamw", model.parameters(), lr=1e-2)
     return Trainer(settings, run_dir, model, DecoderLoss(), optimizer, build_schedule("constant", optimizer),
                    decoder_batches, 1, DistEnv(), torch.device(device),
@@ -89,6 +89,47 @@ def test_varying_row_counts_compile_once_when_the_trainer_is_told(tmp_path, monk
     assert losses == pytest.approx([s.loss for s in eager.fit()], rel=1e-5)
 
 
+@pytest.mark.parametrize("rows_vary, compilations", [(True, 1), (False, 2)])
+def test_compiled_blocks_compile_one_layer_for_all_and_train_as_eager(tmp_path, monkeypatch, rows_vary,
+                                                                      compilations):
+    """``trainer.compile_scope=blocks``: the GPT's two layers run one compiled block (compiled once, or once more at
+    a second row count when the trainer is not told rows vary), train as eager, and are eager again outside the
+    training forward passes (validation, generation, checkpoints)."""
+    from torch._dynamo.testing import CompileCounter
+
+    counter, compile_with = CompileCounter(), torch.compile
+    monkeypatch.setattr(torch, "compile", lambda function, mode=None: compile_with(function, backend=counter))
+    torch._dynamo.reset()
+    trainer = gpt_trainer(tmp_path / "blocks", "trainer.compile=true", "trainer.compile_scope=blocks", n_layer=2)
+    varying_row_batches = functools.partial(decoder_batches, rows_vary=True)
+    trainer.train_batches, trainer.rows_vary = varying_row_batches, rows_vary
+    losses = [s.loss for s in trainer.fit()]
+    assert trainer.forward_module is trainer.model and len(trainer.compiled_blocks.blocks) == 2
+    assert counter.frame_count == compilations
+    eager = gpt_trainer(tmp_path / "eager", n_layer=2)
+    eager.train_batches = varying_row_batches
+    assert losses == pytest.approx([s.loss for s in eager.fit()], rel=1e-5)
+    assert all("forward" not in vars(block) for block in trainer.model.blocks)
+    trainer.model(torch.zeros(2, 5, dtype=torch.long))  # eager outside training: nothing more compiled
+    assert counter.frame_count == compilations
+    assert list(trainer.model.state_dict()) == list(eager.model.state_dict())
+
+
+def test_compiled_blocks_need_repeated_blocks(tmp_path):
+    with pytest.raises(TrainConfigError, match="found no repeated blocks in GPT"):
+        gpt_trainer(tmp_path / "one_layer", "trainer.compile=true", "trainer.compile_scope=blocks", n_layer=1)
+
+
+def test_repeated_blocks_are_each_stacks_layers():
+    from c4prep.training.compiled_blocks import repeated_blocks
+    from c4prep.training.models.t5 import T5, t5_config
+
+    gpt = GPT(gpt_config("gpt_tiny", VOCAB, n_layer=3))
+    assert repeated_blocks(gpt) == list(gpt.blocks)
+    t5 = T5(t5_config("t5_tiny", VOCAB))
+    assert repeated_blocks(t5) == [*t5.encoder.blocks, *t5.decoder.blocks]
+
+
 @pytest.mark.parametrize("mode, multiple", [("default", 1), ("reduce-overhead", 8)])
 def test_a5_pretraining_with_cuda_graphs_gets_micro_batches_of_a_multiple_of_8_rows(tmp_path, shared_data, mode,
                                                                                     multiple):
@@ -110,6 +151,8 @@ def test_a5_pretraining_with_cuda_graphs_gets_micro_batches_of_a_multiple_of_8_r
 @pytest.mark.parametrize("overrides, message", [
     (["trainer.compile_mode=reduce-overhead"], "trainer.compile_mode=reduce-overhead needs trainer.compile=true"),
     (["trainer.compile=true", "trainer.compile_mode=fast"], "trainer.compile_mode"),
+    (["trainer.compile_scope=blocks"], "trainer.compile_scope=blocks needs trainer.compile=true"),
+    (["trainer.compile=true", "trainer.compile_scope=layers"], "trainer.compile_scope"),
     (["trainer.loss_check=never"], "trainer.loss_check"),
     (["trainer.capture_steps=true"], "trainer.capture_steps=true needs trainer.loss_check=log"),
     (["trainer.capture_steps=true", "trainer.loss_check=log", "trainer.compile=true",

@@ -21,6 +21,7 @@ from .models.gpt import GPTConfig
 from .models.t5 import T5Config
 
 PRECISIONS = ("fp32", "bf16")
+COMPILE_SCOPES = ("model", "blocks")  # what torch.compile compiles: the whole model, or its repeated layer once
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
 LOSS_CHECKS = ("step", "log")  # when the host reads the loss: before each update, or at log/eval/checkpoint steps
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # the compile modes that replay CUDA graphs
@@ -49,6 +50,7 @@ class TrainerConfig:
     progress: bool
     compile: bool = False  # torch.compile the training forward passes
     compile_mode: str = "default"  # torch.compile's mode; reduce-overhead replays CUDA graphs (static shapes)
+    compile_scope: str = "model"  # model: the whole forward pass; blocks: the repeated layer, compiled once for all
     tf32: bool = False  # CUDA only: TF32 tensor cores for fp32 matmuls
     loss_check: str = "step"  # step: each loss read before its update; log: read at log/eval/checkpoint steps
     capture_steps: bool = False  # CUDA only: each whole step (forward to optimizer) replayed as one CUDA graph
@@ -58,8 +60,10 @@ class TrainerConfig:
         require_choice("trainer.device", self.device, DEVICES)
         require_choice("trainer.compile_mode", self.compile_mode, COMPILE_MODES)
         require_choice("trainer.loss_check", self.loss_check, LOSS_CHECKS)
-        if self.compile_mode != "default" and not self.compile:
-            raise TrainConfigError(f"trainer.compile_mode={self.compile_mode} needs trainer.compile=true")
+        require_choice("trainer.compile_scope", self.compile_scope, COMPILE_SCOPES)
+        for name, default in (("compile_mode", "default"), ("compile_scope", "model")):
+            if getattr(self, name) != default and not self.compile:
+                raise TrainConfigError(f"trainer.{name}={getattr(self, name)} needs trainer.compile=true")
         if self.capture_steps and self.loss_check != "log":
             raise TrainConfigError("trainer.capture_steps=true needs trainer.loss_check=log (a captured step updates "
                                    "the model before its loss can be read)")

@@ -6,12 +6,13 @@ over the whole global batch divided by its number of target tokens, whatever the
 a 2-process run equals a 1-process run with the same global batch.
 
 Speed options: ``trainer.compile`` runs the training forward passes through ``torch.compile`` (the model itself,
-its checkpoints and validation stay eager), in ``trainer.compile_mode`` (``reduce-overhead`` replays CUDA graphs,
-recorded once per batch shape: re-packed micro-batches then come in multiples of 8 rows, and their row count is
-compiled as dynamic from the first batch). On CUDA only: TF32 matmuls for fp32 work (``trainer.tf32``), torch's
-AdamW with its fused kernel (:func:`.optim.use_fused_kernel`), and batches copied without blocking from the memory
-the data loader pins (``make_loader``), and ``trainer.capture_steps``: each whole step one CUDA graph
-(:mod:`.step_graphs`). On the CPU every run is what it was without them.
+its checkpoints and validation stay eager): the whole model, or with ``trainer.compile_scope=blocks`` its repeated
+layer, compiled once for all layers (:mod:`.compiled_blocks`); ``trainer.compile_mode`` is torch.compile's mode
+(``reduce-overhead`` replays CUDA graphs, recorded once per batch shape: re-packed micro-batches then come in
+multiples of 8 rows, and their row count is compiled as dynamic from the first batch). On CUDA only: TF32 matmuls
+for fp32 work (``trainer.tf32``), torch's AdamW with its fused kernel (:func:`.optim.use_fused_kernel`), and batches
+copied without blocking from the memory the data loader pins (``make_loader``), and ``trainer.capture_steps``: each
+whole step one CUDA graph (:mod:`.step_graphs`). On the CPU every run is what it was without them.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from .config_groups import TrainerConfig
 from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier
 from .metrics_log import MetricsLogger
 from .optim import use_fused_kernel
+from .compiled_blocks import CompiledBlocks
 from .step_graphs import Batch, CapturedSteps, prepare_optimizer, uncaptured_state
 
 
@@ -121,7 +123,10 @@ class Trainer:
         self.ddp = DistributedDataParallel(self.model) if self.env.enabled else None
         module = self.ddp or self.model
         mode = None if self.settings.compile_mode == "default" else self.settings.compile_mode
-        self.forward_module = torch.compile(module, mode=mode) if self.settings.compile else module
+        whole_model = self.settings.compile and self.settings.compile_scope == "model"
+        self.forward_module = torch.compile(module, mode=mode) if whole_model else module
+        self.compiled_blocks = (CompiledBlocks(self.model, mode) if self.settings.compile and not whole_model
+                                else None)  # trainer.compile_scope=blocks
         if self.device.type == "cuda":
             torch.set_float32_matmul_precision("high" if self.settings.tf32 else "highest")
             use_fused_kernel(self.optimizer)  # a fresh optimizer; a resumed one keeps its checkpoint's setting
@@ -255,18 +260,27 @@ class Trainer:
         module = self.forward_module
         self.model.train()
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        for index, batch in enumerate(micro_batches):
-            last = index == len(micro_batches) - 1
-            if self.settings.compiled_cuda_graphs:  # a new step: the graphs may overwrite the last step's outputs
-                torch.compiler.cudagraph_mark_step_begin()
-            if self.rows_vary and self.settings.compile:
-                for tensor in batch.values():
-                    torch._dynamo.maybe_mark_dynamic(tensor, 0)
-            with (nullcontext() if last or self.ddp is None else self.ddp.no_sync()), self._autocast():
-                micro_loss, _ = self.batch_loss.loss(module, batch)
-                (micro_loss * scale).backward()
-            loss_sum += micro_loss.detach().double()
+        with self._running_compiled_blocks():
+            for index, batch in enumerate(micro_batches):
+                loss_sum += self._micro_step(module, batch, scale, last=index == len(micro_batches) - 1)
         return all_reduce_sum(loss_sum, self.env) / targets.clamp(min=1)
+
+    def _micro_step(self, module: nn.Module, batch: Batch, scale: torch.Tensor, last: bool) -> torch.Tensor:
+        """Forward and backward pass of one micro-batch (gradients synchronised across ranks at the ``last``);
+        its loss sum (fp64, detached)."""
+        if self.settings.compiled_cuda_graphs:  # a new step: the graphs may overwrite the last step's outputs
+            torch.compiler.cudagraph_mark_step_begin()
+        if self.rows_vary and self.settings.compile:
+            for tensor in batch.values():
+                torch._dynamo.maybe_mark_dynamic(tensor, 0)
+        with (nullcontext() if last or self.ddp is None else self.ddp.no_sync()), self._autocast():
+            micro_loss, _ = self.batch_loss.loss(module, batch)
+            (micro_loss * scale).backward()
+        return micro_loss.detach().double()
+
+    def _running_compiled_blocks(self):
+        """Within: the repeated blocks run compiled (``trainer.compile_scope=blocks``); else nothing changes."""
+        return nullcontext() if self.compiled_blocks is None else self.compiled_blocks.training(self.rows_vary)
 
     def _clip_and_update(self) -> torch.Tensor:
         """Clip the gradients (``trainer.grad_clip``) and take the optimizer's step; the gradient norm before
