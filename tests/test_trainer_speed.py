@@ -122,12 +122,15 @@ def test_compiled_blocks_need_repeated_blocks(tmp_path):
 
 def test_repeated_blocks_are_each_stacks_layers():
     from c4prep.training.compiled_blocks import repeated_blocks
+    from c4prep.training.experiments.adavae.model import AdaVAE, AdaVAEConfig
     from c4prep.training.models.t5 import T5, t5_config
 
     gpt = GPT(gpt_config("gpt_tiny", VOCAB, n_layer=3))
     assert repeated_blocks(gpt) == list(gpt.blocks)
     t5 = T5(t5_config("t5_tiny", VOCAB))
     assert repeated_blocks(t5) == [*t5.encoder.blocks, *t5.decoder.blocks]
+    vae = AdaVAE(gpt, AdaVAEConfig(latent_size=6, adapter_size=5))  # its per-layer PSA projections are single Linears
+    assert repeated_blocks(vae) == [*gpt.blocks, *vae.encoder_adapters, *vae.decoder_adapters]
 
 
 @pytest.mark.parametrize("mode, multiple", [("default", 1), ("reduce-overhead", 8)])

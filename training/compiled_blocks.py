@@ -23,14 +23,14 @@ from .config_errors import TrainConfigError
 
 
 def repeated_blocks(model: nn.Module) -> list[nn.Module]:
-    """The layers of ``model``: the members of every ``nn.ModuleList`` of two or more modules of one class, outer
-    lists first, none inside a layer already found."""
+    """The layers of ``model``: the members of every ``nn.ModuleList`` of two or more modules of one class made of
+    modules themselves (not a list of single ``nn.Linear``), outer lists first, none inside a layer already found."""
     found: list[nn.Module] = []
     inside: set[int] = set()
     for module in model.modules():
         if id(module) in inside or not isinstance(module, nn.ModuleList) or len(module) < 2:
             continue
-        if len({type(member) for member in module}) == 1:
+        if len({type(member) for member in module}) == 1 and any(True for _ in module[0].children()):
             found += list(module)
             inside |= {id(sub) for member in module for sub in member.modules()}
     return found
