@@ -30,12 +30,12 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from .checkpoint import CheckpointError, rng_state, save_checkpoint, set_rng_state
+from .compiled_blocks import CompiledBlocks
 from .config_errors import TrainConfigError
 from .config_groups import TrainerConfig
 from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier
 from .metrics_log import MetricsLogger
 from .optim import use_fused_kernel
-from .compiled_blocks import CompiledBlocks
 from .step_graphs import Batch, CapturedSteps, prepare_optimizer, uncaptured_state
 
 
@@ -123,10 +123,9 @@ class Trainer:
         self.ddp = DistributedDataParallel(self.model) if self.env.enabled else None
         module = self.ddp or self.model
         mode = None if self.settings.compile_mode == "default" else self.settings.compile_mode
-        whole_model = self.settings.compile and self.settings.compile_scope == "model"
-        self.forward_module = torch.compile(module, mode=mode) if whole_model else module
-        self.compiled_blocks = (CompiledBlocks(self.model, mode) if self.settings.compile and not whole_model
-                                else None)  # trainer.compile_scope=blocks
+        scope = self.settings.compile_scope if self.settings.compile else None
+        self.forward_module = torch.compile(module, mode=mode) if scope == "model" else module
+        self.compiled_blocks = CompiledBlocks(self.model, mode) if scope == "blocks" else None
         if self.device.type == "cuda":
             torch.set_float32_matmul_precision("high" if self.settings.tf32 else "highest")
             use_fused_kernel(self.optimizer)  # a fresh optimizer; a resumed one keeps its checkpoint's setting
