@@ -120,6 +120,33 @@ def test_compiled_blocks_need_repeated_blocks(tmp_path):
         gpt_trainer(tmp_path / "one_layer", "trainer.compile=true", "trainer.compile_scope=blocks", n_layer=1)
 
 
+def test_compiled_t5_blocks_give_the_eager_logits_and_gradients(monkeypatch):
+    """T5 through :class:`CompiledBlocks` (Dynamo and AOT autograd, eager kernels: the tracing is what is tested): the
+    encoder's blocks share one graph and the decoder's (with cross-attention) another; logits and gradients as eager."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    from c4prep.training.compiled_blocks import CompiledBlocks
+    from c4prep.training.models.t5 import T5, t5_config
+
+    counter, compile_with = CompileCounterWithBackend("aot_eager"), torch.compile
+    monkeypatch.setattr(torch, "compile", lambda function, mode=None: compile_with(function, backend=counter))
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = T5(t5_config("t5_v1_0_tiny", VOCAB, dropout_rate=0.0))
+    encoder_tokens, decoder_tokens = torch.randint(2, VOCAB, (2, 12)), torch.randint(2, VOCAB, (2, 5))
+
+    def logits_and_gradients():
+        model.zero_grad()
+        logits = model(encoder_tokens, decoder_tokens)
+        logits.square().mean().backward()
+        return logits.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
+    eager = logits_and_gradients()
+    with CompiledBlocks(model, None).training(rows_vary=False):
+        compiled = logits_and_gradients()
+    assert counter.frame_count == 2
+    torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-7)
+
+
 def test_repeated_blocks_are_each_stacks_layers():
     from c4prep.training.compiled_blocks import repeated_blocks
     from c4prep.training.experiments.adavae.model import AdaVAE, AdaVAEConfig
