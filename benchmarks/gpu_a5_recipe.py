@@ -16,7 +16,8 @@ The compile options apply to pretraining alone: fine-tuning has 80 steps, too fe
 2. fine-tuning: ``experiment=cs224n_a5_finetune init_from=<pretraining run>`` (10 epochs of birth_places_train.tsv),
    which ends with greedy answers to birth_dev.tsv and their accuracy.
 
-Writes ``<out>/a5_recipe.json`` (per variant: dev accuracy, wall seconds of each phase and of the whole recipe,
+Writes ``<out>/a5_recipe.json`` (per variant: dev accuracy, wall seconds of each phase (with the seconds its training
+and the answers took inside it: the rest is start-up and exit) and of the whole recipe,
 final pretraining loss and gradient norm, exit codes; the GPU, torch and CUDA versions) and the pretraining curves
 (loss and gradient norm per logged step): ``<out>/a5_pretrain_curves.png`` when matplotlib is installed (the
 ``bench`` extra), else ``<out>/a5_pretrain_curves.csv``. A variant that fails is recorded and the next one runs.
@@ -100,6 +101,7 @@ def run_variant(out: Path, name: str, seed: int = 0) -> dict[str, Any]:
     row: dict[str, Any] = {"variant": name, "seed": seed, "label": label, "attention": attention,
                            "precision": precision, "overrides": overrides,
                            "pretrain": {k: pretrain[k] for k in ("returncode", "seconds", "stderr_tail")}}
+    row["pretrain"]["fit_seconds"] = pretrain["summary"].get("fit_seconds")  # the rest: start-up and exit
     logged = [r for r in read_metrics(pre_dir / "metrics.jsonl") if r["split"] == "train"] \
         if (pre_dir / "metrics.jsonl").is_file() else []
     if logged:  # start-up (process, data, compilation, graph recording) ends with the first logged step
@@ -112,6 +114,8 @@ def run_variant(out: Path, name: str, seed: int = 0) -> dict[str, Any]:
                          *finetune_overrides, f"seed={seed}")
         row["finetune"] = {k: finetune[k] for k in ("returncode", "seconds", "stderr_tail")}
         evaluation = finetune["summary"].get("evaluation") or {}
+        row["finetune"].update(fit_seconds=finetune["summary"].get("fit_seconds"),
+                               answers_seconds=evaluation.get("seconds"))
         row.update(dev_accuracy=evaluation.get("accuracy"), dev_correct=evaluation.get("correct"),
                    dev_total=evaluation.get("total"), whole_recipe_seconds=round(pretrain["seconds"]
                                                                                + finetune["seconds"], 1))

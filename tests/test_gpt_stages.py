@@ -1,6 +1,7 @@
 """`train` with GPT models, end to end on real data: LM pre-training on the token shards, the tiny-shakespeare
 character LM, the CS224N A5 chain (pretrain -> finetune -> evaluate, vanilla and synthesizer) and GPT-1
 classification fine-tuning on Yelp."""
+import json
 import math
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def dev_questions(shared_data, tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("attention", ["causal", "synthesizer"])
-def test_cs224n_a5_pretrain_finetune_evaluate(attention, dev_questions, shared_data, tmp_path):
+def test_cs224n_a5_pretrain_finetune_evaluate(attention, dev_questions, shared_data, tmp_path, capsys):
     pretrain, finetune, evaluate = tmp_path / "pretrain", tmp_path / "finetune", tmp_path / "evaluate"
     assert main(["experiment=cs224n_a5_pretrain", f"model.attention={attention}", "+model.dropout=0.0",
                  "trainer.max_steps=3", "trainer.checkpoint_every=0", f"output_dir={pretrain}", *A5_SMALL]) == 0
@@ -74,6 +75,8 @@ def test_cs224n_a5_pretrain_finetune_evaluate(attention, dev_questions, shared_d
     assert main(["experiment=cs224n_a5_finetune", f"init_from={pretrain}", "trainer.max_steps=2",
                  f"data.evaluate={dev_questions}", f"output_dir={finetune}", *A5_SMALL]) == 0
     assert load_checkpoint(finetune)["model_spec"] == {**spec, "dropout": 0.1}  # the handout's fine-tune dropout
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["fit_seconds"] > 0 and summary["evaluation"]["seconds"] > 0  # where a command's time went
     predictions = (finetune / "predictions.txt").read_text(encoding="utf-8").split("\n")
     assert len(predictions) == 25 and predictions[-1] == ""
     test_inputs = shared_data / "cs224n_a5" / "birth_test_inputs.tsv"

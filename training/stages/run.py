@@ -3,6 +3,7 @@ trainer over in-memory row sets."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,11 +133,13 @@ def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSource, validat
 
 
 def fit_summary(ctx: RunContext, trainer: Trainer) -> dict[str, Any]:
-    """Train to ``max_steps``; the run's summary (steps, losses, latest validation)."""
-    start = trainer.step
+    """Train to ``max_steps``; the run's summary (steps, losses, latest validation, and the seconds training took:
+    the rest of a command's time is its start-up and what follows training)."""
+    start, started = trainer.step, time.perf_counter()
     history = trainer.fit()
     return {"run_dir": str(ctx.run_dir), "start_step": start, "step": trainer.step,
-            "losses": [s.loss for s in history], "validation": trainer.validation}
+            "losses": [s.loss for s in history], "validation": trainer.validation,
+            "fit_seconds": round(time.perf_counter() - started, 3)}
 
 def check_same_run_files(init_from: str, run_files: dict[str, str]) -> None:
     """Continued pre-training must encode the data as the checkpoint's run did: a run file (the word vocabulary)

@@ -10,6 +10,7 @@ The vocabulary is always the pretraining corpus's (``data.corpus``), as in the s
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,7 @@ def answer_questions(cfg: TrainConfig, ctx: RunContext, model: torch.nn.Module,
     pairs = _read_pairs(data.evaluate, "evaluate")
     mine = rank_share(len(pairs), ctx.env)
     model.eval()
-    answers = []
+    started, answers = time.perf_counter(), []
     batch = ctx.settings.micro_batch_size
     for first in range(0, len(mine), batch):
         prompts = [torch.from_numpy(prompt_ids(pairs[i][0], vocab)) for i in mine[first:first + batch]]
@@ -134,7 +135,8 @@ def answer_questions(cfg: TrainConfig, ctx: RunContext, model: torch.nn.Module,
         message = (f"Correct: {correct} out of {total}: {100 * correct / total:.1f}%" if total
                    else "No gold birth places provided")
         log.info("%s (%s); predictions in %s", message, data.evaluate, output)
-    result: dict[str, Any] = {"file": data.evaluate, "predictions": str(output), "questions": len(pairs)}
+    result: dict[str, Any] = {"file": data.evaluate, "predictions": str(output), "questions": len(pairs),
+                              "seconds": round(time.perf_counter() - started, 3)}
     if total:
         result.update(correct=correct, total=total, accuracy=correct / total)
     return result
