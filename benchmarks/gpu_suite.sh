@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Issue #23's GPU suite and GPU benchmarks, unattended, on one CUDA GPU (the full A5 recipe trains 16 variants):
+# Issue #23's GPU suite and GPU benchmarks, unattended, on one CUDA GPU (the full A5 recipe trains 18 variants):
 #
 #   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
 #
 # --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: the A5 handout recipe with
 # each whole step captured as one CUDA graph (trainer.capture_steps, new in the fifteenth session; the recipe took
-# 160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound; target 90 s), eager kernels and compiled, and
-# where such a step goes (benchmarks/gpu_a5_step_profile.py); T5 t5_small batch 32 eager (q, k and v in one product
-# since the fourteenth session's lease) and with CUDA graphs (--compile-mode reduce-overhead) for our dense
-# attention, HF and our FlexAttention, kernels profiled (on an H200 in the fourteenth session: eager 1.43-1.47x HF;
+# 160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound; target 90 s), eager kernels, compiled, and the
+# repeated block compiled once (trainer.compile_scope=blocks, sixteenth session), and where such a step goes
+# (benchmarks/gpu_a5_step_profile.py); T5 t5_small batch 32 eager (q, k and v in one product since the fourteenth
+# session's lease) and with CUDA graphs (--compile-mode reduce-overhead) for our dense attention, HF and our
+# FlexAttention, kernels profiled (on an H200 in the fourteenth session: eager 1.43-1.47x HF;
 # with graphs ours and HF both ran at their 23 ms of kernels, 24.2 and 24.6 ms a step; FlexAttention compiled
-# without graphs took 41.4 ms against 45.3 ms dense, its compile 56 s), the same for t5_base, then the tests and
-# the layout check (130-145 s and 5 s): more than one 600 s call.
+# without graphs took 41.4 ms against 45.3 ms dense, its compile 56 s), the same for t5_base, the synthesizer's fp32
+# recipe whole, then the tests and the layout check (130-145 s and 5 s): more than one 600 s call.
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/, ptb/ and yelp_short_shen/. Steps, each logged to <results>/<step>.log:

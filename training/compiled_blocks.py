@@ -13,7 +13,7 @@ The compiled forward is put on the blocks only while the trainer's training forw
 from __future__ import annotations
 
 import types
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 import torch
@@ -36,12 +36,17 @@ def repeated_blocks(model: nn.Module) -> list[nn.Module]:
     return found
 
 
+def mark_rows_dynamic(values: Iterable[object]) -> None:
+    """Have torch.compile take the first dimension (rows) of these tensors as dynamic from the first call, so
+    re-packed micro-batches of varying row counts compile once (other values are left alone)."""
+    for value in values:
+        if isinstance(value, torch.Tensor) and value.dim():
+            torch._dynamo.maybe_mark_dynamic(value, 0)
+
+
 def _rows_dynamic(module: nn.Module, args: tuple) -> None:
-    """A forward pre-hook: the compiled block takes its inputs' first dimension (rows) as dynamic from the first
-    call, so re-packed micro-batches of varying row counts compile it once."""
-    for arg in args:
-        if isinstance(arg, torch.Tensor) and arg.dim():
-            torch._dynamo.maybe_mark_dynamic(arg, 0)
+    """A forward pre-hook: :func:`mark_rows_dynamic` on a compiled block's inputs."""
+    mark_rows_dynamic(args)
 
 
 class CompiledBlocks:

@@ -30,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from .checkpoint import CheckpointError, rng_state, save_checkpoint, set_rng_state
-from .compiled_blocks import CompiledBlocks
+from .compiled_blocks import CompiledBlocks, mark_rows_dynamic
 from .config_errors import TrainConfigError
 from .config_groups import TrainerConfig
 from .distributed import DistEnv, all_gather_objects, all_reduce_sum, barrier
@@ -269,9 +269,8 @@ class Trainer:
         its loss sum (fp64, detached)."""
         if self.settings.compiled_cuda_graphs:  # a new step: the graphs may overwrite the last step's outputs
             torch.compiler.cudagraph_mark_step_begin()
-        if self.rows_vary and self.settings.compile:
-            for tensor in batch.values():
-                torch._dynamo.maybe_mark_dynamic(tensor, 0)
+        if self.rows_vary and self.settings.compile and self.compiled_blocks is None:  # blocks mark their own inputs
+            mark_rows_dynamic(batch.values())
         with (nullcontext() if last or self.ddp is None else self.ddp.no_sync()), self._autocast():
             micro_loss, _ = self.batch_loss.loss(module, batch)
             (micro_loss * scale).backward()

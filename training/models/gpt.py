@@ -224,9 +224,9 @@ class GPT(nn.Module):
     def _continue_cached(self, tokens: Tensor, lengths: Tensor, count: int, choose: Chooser) -> None:
         """Write ``count`` tokens into each row of ``tokens`` after its first ``lengths`` ones: the prompts run once,
         then each new token alone against the layers' caches."""
-        rows = torch.arange(len(lengths), device=tokens.device)
-        caches = [LayerCache(int(lengths.max()) + count - 1) for _ in self.blocks]
-        x = self.embed(tokens[:, :int(lengths.max())])
+        rows, width = torch.arange(len(lengths), device=tokens.device), int(lengths.max())
+        caches = [LayerCache(width + count - 1) for _ in self.blocks]
+        x = self.embed(tokens[:, :width])
         for block, cache in zip(self.blocks, caches):
             x = block(x, None, None, cache=cache)
         hidden = x[rows, lengths - 1]

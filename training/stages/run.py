@@ -141,6 +141,7 @@ def fit_summary(ctx: RunContext, trainer: Trainer) -> dict[str, Any]:
             "losses": [s.loss for s in history], "validation": trainer.validation,
             "fit_seconds": round(time.perf_counter() - started, 3)}
 
+
 def check_same_run_files(init_from: str, run_files: dict[str, str]) -> None:
     """Continued pre-training must encode the data as the checkpoint's run did: a run file (the word vocabulary)
     that ``init_from``'s run folder also keeps must be identical."""
