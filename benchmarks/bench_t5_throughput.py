@@ -17,8 +17,8 @@ or ``reduce-overhead`` for CUDA graphs, which take the host's launch time out of
 records N more steps of each variant under ``torch.profiler`` after the timing: kernels and kernel time per step,
 and the ops with the most kernel time and with the most host time (where one model's step differs from the
 other's). ``--flex`` adds our model with ``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--only``
-times some of the variants alone (e.g. ``--only "ours compiled" "ours flex compiled"``); each variant's warm-up time
-(its compilation) is logged to stderr as it ends. ``--device cuda`` runs everything on the GPU with the trainer's
+builds and times some of the variants alone (e.g. ``--only "ours compiled" "ours flex compiled"``); each variant's
+warm-up time (its compilation) is logged to stderr as it ends. ``--device cuda`` runs everything on the GPU with the trainer's
 CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's time ends with ``loss.item()``, which waits for the
 step's kernels.
 
@@ -79,17 +79,26 @@ def span_corruption_batch(batch: int, inputs_length: int, seed: int) -> dict[str
     }
 
 
-def build_models(size: str, seed: int, device: torch.device, flex: bool) -> tuple[T5, nn.Module, T5 | None]:
-    """Our model (seeded init), HF's and (``flex``) our FlexAttention model with the same weights, all in train()
-    mode (dropout 0 for v1.1), on ``device``."""
+def build_model(name: str, size: str, seed: int) -> nn.Module:
+    """Variant ``name``'s own model, in train() mode (dropout 0 for v1.1): every variant starts from the same seeded
+    weights (HF's and FlexAttention's copied from ours), so their first losses agree."""
     torch.manual_seed(seed)
-    ours = T5(t5_config(size, VOCAB_SIZE)).train()
-    hf = hf_model(ours)  # correct in transformers 4.x and 5.x (5.x ties a v1.1 head unless loaded this way)
-    flex_model = None
-    if flex:
-        flex_model = T5(dataclasses.replace(ours.config, attention_impl="flex")).train().to(device)
-        flex_model.load_state_dict(ours.state_dict())
-    return ours.to(device), hf.train().to(device), flex_model
+    ours = T5(t5_config(size, VOCAB_SIZE))
+    if name.startswith("HF"):
+        return hf_model(ours).train()  # correct in transformers 4.x and 5.x (5.x ties a v1.1 head unless loaded so)
+    if "flex" in name:
+        flex = T5(dataclasses.replace(ours.config, attention_impl="flex"))
+        flex.load_state_dict(ours.state_dict())
+        return flex.train()
+    return ours.train()
+
+
+def selected_variants(args: argparse.Namespace) -> list[str]:
+    """The variant names to time, in table order: FlexAttention with ``--flex``, compiled ones with ``--compile``,
+    then only those named by ``--only``."""
+    return [name for name in VARIANT_NAMES
+            if (args.flex or "flex" not in name) and (args.compile or "compiled" not in name)
+            and (not args.only or name in args.only)]
 
 
 def count_parameters(size: str) -> int:
@@ -153,26 +162,14 @@ def profile_steps(variant: Variant, batch: dict, steps: int, top: int = 12) -> d
 
 
 def bench_precision(args: argparse.Namespace, precision: str, batch: dict) -> list[dict]:
-    """All variants of one precision: fresh identical models, warm-up, then interleaved timed rounds."""
+    """The selected variants of one precision: fresh identical models, warm-up, then interleaved timed rounds."""
     bf16, device = precision == "bf16", torch.device(args.device)
-    ours, hf, flex = build_models(args.size, args.seed, device, args.flex)
-    variants = [Variant("ours", forward_ours(ours), ours.parameters(), bf16, device),
-                Variant("HF", forward_hf(hf), hf.parameters(), bf16, device)]
-    if args.flex:
-        variants.append(Variant("ours flex", forward_ours(flex), flex.parameters(), bf16, device))
-    if args.compile:
-        # A second copy of each model, so compiled and eager variants do not share (and advance) one optimizer
-        ours_c, hf_c, flex_c = build_models(args.size, args.seed, device, args.flex)
-
-        def compiled(model: nn.Module) -> nn.Module:
-            return torch.compile(model, mode=args.compile_mode)
-        variants += [Variant("ours compiled", forward_ours(compiled(ours_c)), ours_c.parameters(), bf16, device),
-                     Variant("HF compiled", forward_hf(compiled(hf_c)), hf_c.parameters(), bf16, device)]
-        if args.flex:
-            variants.append(Variant("ours flex compiled", forward_ours(compiled(flex_c)), flex_c.parameters(),
-                                    bf16, device))
-    if args.only:
-        variants = [v for v in variants if v.name in args.only]
+    variants = []
+    for name in selected_variants(args):  # each its own model and optimizer, built only when timed
+        model = build_model(name, args.size, args.seed).to(device)
+        timed = torch.compile(model, mode=args.compile_mode) if "compiled" in name else model
+        forward = forward_hf(timed) if name.startswith("HF") else forward_ours(timed)
+        variants.append(Variant(name, forward, model.parameters(), bf16, device))
     failed = []
     for variant in variants:
         try:
