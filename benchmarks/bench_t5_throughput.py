@@ -18,9 +18,9 @@ records N more steps of each variant under ``torch.profiler`` after the timing: 
 and the ops with the most kernel time and with the most host time (where one model's step differs from the
 other's). ``--flex`` adds our model with ``attention_impl=flex`` (FlexAttention; CUDA, dropout 0). ``--only``
 builds and times some of the variants alone (e.g. ``--only "ours compiled" "ours flex compiled"``); each variant's
-warm-up time (its compilation) is logged to stderr as it ends. ``--device cuda`` runs everything on the GPU with the trainer's
-CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's time ends with ``loss.item()``, which waits for the
-step's kernels.
+warm-up time (its compilation) is logged to stderr as it ends. ``--device cuda`` runs everything on the GPU with
+the trainer's CUDA settings (TF32 matmuls for fp32, fused AdamW); a step's time ends with ``loss.item()``, which
+waits for the step's kernels.
 
     python benchmarks/bench_t5_throughput.py [--size t5_small] [--batch 4] [--rounds 4] [--compile] [--flex]
                                              [--device cpu|cuda] [--quick]
