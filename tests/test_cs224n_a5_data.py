@@ -24,7 +24,7 @@ from c4prep.training.experiments.cs224n_a5.char_corruption import (
     CharCorruptionRows,
     CharVocabError,
     CharVocabulary,
-    corrupt_document,
+    corrupt_ids,
     load_char_corpus,
 )
 from c4prep.training.seeding import example_rng
@@ -56,6 +56,11 @@ def split_corrupted(text: str) -> tuple[str, str, str, int]:
     pieces = body.split(MASK_CHAR)
     assert len(pieces) == 3, text
     return pieces[0], pieces[1], pieces[2], len(text) - len(body)
+
+
+def corrupt(document: str, block_size: int, rng: np.random.Generator, vocab: CharVocabulary) -> str:
+    """The corrupted string of ``document`` (:func:`corrupt_ids` on its ids)."""
+    return vocab.decode(corrupt_ids(vocab.encode(document), block_size, rng, vocab))
 
 
 def corrupted_string(row: dict[str, np.ndarray], vocab: CharVocabulary) -> str:
@@ -127,12 +132,12 @@ def test_corrupted_rows_layout_over_many_draws(rows, vocab):
     assert 0.45 < np.mean(starts) < 0.55 and min(starts) == 0 and max(starts) == 1
 
 
-def test_truncation_keeps_short_documents_whole(rows):
+def test_truncation_keeps_short_documents_whole(rows, vocab):
     document = min(filter(None, rows.documents), key=len)  # 38 characters: kept whole whenever L >= 38
     assert len(document) == 38
     lengths = []
     for draw in range(400):
-        prefix, suffix, span, _ = split_corrupted(corrupt_document(document, BLOCK, example_rng(1, draw)))
+        prefix, suffix, span, _ = split_corrupted(corrupt(document, BLOCK, example_rng(1, draw), vocab))
         lengths.append(len(prefix) + len(suffix) + len(span))
     assert max(lengths) == len(document) and min(lengths) == 4
     whole = np.mean([length == len(document) for length in lengths])
@@ -140,10 +145,10 @@ def test_truncation_keeps_short_documents_whole(rows):
 
 
 @pytest.mark.parametrize("document", ["", "a", "ab", "abc", "abcd", "abcde"])
-def test_empty_and_tiny_documents(document):
+def test_empty_and_tiny_documents(document, vocab):
     seen = set()
     for draw in range(200):
-        text = corrupt_document(document, BLOCK, example_rng(2, draw))
+        text = corrupt(document, BLOCK, example_rng(2, draw), vocab)
         assert len(text) == BLOCK
         prefix, suffix, span, pads = split_corrupted(text)
         kept = prefix + span + suffix
@@ -164,14 +169,21 @@ def test_empty_document_row(rows):
     assert row["loss_weights"].tolist() == [1] + [0] * (BLOCK - 2)
 
 
-def test_block_size_limits(rows):
-    assert len(corrupt_document(rows.documents[0], 9, example_rng(0, 0))) == 9
+def test_block_size_limits(rows, vocab):
+    assert len(corrupt(rows.documents[0], 9, example_rng(0, 0), vocab)) == 9
     with pytest.raises(CharCorruptionError, match="at least 9"):
-        corrupt_document(rows.documents[0], 8, example_rng(0, 0))
+        corrupt(rows.documents[0], 8, example_rng(0, 0), vocab)
     with pytest.raises(CharCorruptionError, match="at least 9"):
         CharCorruptionRows(rows.documents, rows.vocab, block_size=8)
     with pytest.raises(IndexError):
         rows(len(rows), epoch=0)
+
+
+@pytest.mark.parametrize("bad", [PAD_CHAR, MASK_CHAR, "\u20ac"])
+def test_a_bad_character_anywhere_fails_before_any_row(rows, vocab, bad):
+    documents = (*rows.documents[:5], rows.documents[5] + bad)  # past any truncation: a row would never read it
+    with pytest.raises(CharVocabError, match="PAD|not in the vocabulary"):
+        CharCorruptionRows(documents, vocab)
 
 
 def test_rows_are_deterministic_and_change_per_epoch(a5, rows):

@@ -7,7 +7,7 @@ prediction (``x = s[:-1]``, ``y = s[1:]``, loss only where ``y`` is not PAD).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,36 +30,41 @@ def max_truncated_length(block_size: int) -> int:
     return int(block_size * 7 / 8)
 
 
-def corrupt_document(document: str, block_size: int, rng: np.random.Generator) -> str:
-    """``prefix + MASK + suffix + MASK + masked + PAD...``, exactly ``block_size`` characters.
+def corruption_cuts(length: int, block_size: int, rng: np.random.Generator) -> tuple[int, int, int]:
+    """``(kept, start, end)`` for a document of ``length`` characters: its first ``kept`` are kept and ``[start,
+    end)`` of them masked.
 
-    - Truncation: ``L`` is uniform over ``4 .. int(block_size*7/8)`` and the document is cut to ``n = min(L, len)``
-      characters (a shorter document stays whole).
-    - Masked length ``m``: uniform over the integers ``round(n/8) .. n//2 - round(n/8)`` (``round`` half up), a range
-      of about ``[n/8, 3n/8]`` symmetric about ``(n//2)/2``: the mean is ``n/4`` (``(n-1)/4`` for odd ``n``) and
-      ``m`` can be shorter and longer than ``n/4``; ``m >= 1`` whenever ``n >= 4``.
-    - The span starts uniformly in ``0 .. n - m``.
-
-    Short documents never fail: a document of 1 to 3 characters may get an empty span (``"ab"`` may give
-    ``"a⁇b⁇"``: nothing masked), and the empty document gives ``MASK MASK`` then pads.
+    - Truncation: ``L`` is uniform over ``4 .. int(block_size*7/8)`` and ``kept = min(L, length)`` (a shorter
+      document stays whole).
+    - Masked length ``m = end - start``: uniform over the integers ``round(kept/8) .. kept//2 - round(kept/8)``
+      (``round`` half up), a range of about ``[kept/8, 3*kept/8]`` symmetric about ``(kept//2)/2``: the mean is
+      ``kept/4`` (``(kept-1)/4`` for odd ``kept``) and ``m`` can be shorter and longer than ``kept/4``; ``m >= 1``
+      whenever ``kept >= 4``.
+    - The span starts uniformly in ``0 .. kept - m``.
     """
-    truncated = document[:rng.integers(4, max_truncated_length(block_size), endpoint=True)]
-    if PAD_CHAR in truncated or MASK_CHAR in truncated:
+    kept = min(length, int(rng.integers(4, max_truncated_length(block_size), endpoint=True)))
+    lowest = (kept + 4) // 8
+    masked = int(rng.integers(lowest, kept // 2 - lowest, endpoint=True))
+    start = int(rng.integers(0, kept - masked, endpoint=True))
+    return kept, start, start + masked
+
+
+def corrupt_ids(ids: np.ndarray, block_size: int, rng: np.random.Generator, vocab: CharVocabulary) -> np.ndarray:
+    """The ``block_size`` int64 ids of ``prefix + MASK + suffix + MASK + masked + PAD...`` for a document's ``ids``
+    cut by :func:`corruption_cuts`. Short documents never fail: a document of 1 to 3 characters may get an empty
+    span (``"ab"`` may give ``"a⁇b⁇"``: nothing masked), and the empty document gives ``MASK MASK`` then pads."""
+    kept, start, end = corruption_cuts(len(ids), block_size, rng)
+    mask = np.array([vocab.mask_id], dtype=np.int64)
+    corrupted = np.full(block_size, vocab.pad_id, dtype=np.int64)
+    corrupted[:kept + 2] = np.concatenate((ids[:start], mask, ids[end:kept], mask, ids[start:end]))
+    return corrupted
+
+
+def document_ids(document: str, vocab: CharVocabulary) -> np.ndarray:
+    """The ids of a corpus document; ``CharVocabError`` if it holds PAD or MASK or a character ``vocab`` lacks."""
+    if PAD_CHAR in document or MASK_CHAR in document:
         raise CharVocabError(f"the document contains PAD {PAD_CHAR!r} or MASK {MASK_CHAR!r}; remove them first")
-    length = len(truncated)
-    lowest = (length + 4) // 8
-    masked_length = int(rng.integers(lowest, length // 2 - lowest, endpoint=True))
-    start = int(rng.integers(0, length - masked_length, endpoint=True))
-    end = start + masked_length
-    corrupted = truncated[:start] + MASK_CHAR + truncated[end:] + MASK_CHAR + truncated[start:end]
-    return corrupted + PAD_CHAR * (block_size - len(corrupted))
-
-
-def corruption_example(document: str, vocab: CharVocabulary, block_size: int,
-                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``(x, y)``: the ids of the corrupted string without its last and without its first character (block - 1)."""
-    ids = vocab.encode(corrupt_document(document, block_size, rng))
-    return ids[:-1], ids[1:]
+    return vocab.encode(document)
 
 
 def load_char_corpus(path: str | Path) -> tuple[tuple[str, ...], CharVocabulary]:
@@ -76,15 +81,18 @@ def load_char_corpus(path: str | Path) -> tuple[tuple[str, ...], CharVocabulary]
 @dataclass(frozen=True)
 class CharCorruptionRows:
     """One span-corrupted row per document; the corruption of ``(index, epoch)`` is drawn from ``(seed, epoch,
-    index)`` alone, so it does not depend on workers, ranks or resume point, and changes from epoch to epoch."""
+    index)`` alone, so it does not depend on workers, ranks or resume point, and changes from epoch to epoch. The
+    documents are encoded once, here: a character the vocabulary lacks fails before training, not at its step."""
 
     documents: tuple[str, ...]
     vocab: CharVocabulary
     block_size: int = 128
     seed: int = 0
+    _ids: tuple[np.ndarray, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         max_truncated_length(self.block_size)
+        object.__setattr__(self, "_ids", tuple(document_ids(document, self.vocab) for document in self.documents))
 
     @classmethod
     def from_file(cls, path: str | Path, block_size: int = 128, seed: int = 0) -> CharCorruptionRows:
@@ -96,10 +104,11 @@ class CharCorruptionRows:
         return len(self.documents)
 
     def __call__(self, index: int, epoch: int) -> dict[str, np.ndarray]:
-        """``input_tokens`` x, ``target_tokens`` y (int64, block - 1) and ``loss_weights`` (int32, 0 on PAD targets)."""
+        """``input_tokens`` x and ``target_tokens`` y, the corrupted ids without their last and without their first
+        (int64, block - 1), and ``loss_weights`` (int32, 0 on PAD targets)."""
         if not 0 <= index < len(self.documents):
             raise IndexError(f"document index {index} out of range [0, {len(self.documents)})")
-        inputs, targets = corruption_example(self.documents[index], self.vocab, self.block_size,
-                                             example_rng(self.seed, epoch, index))
-        return {"input_tokens": inputs, "target_tokens": targets,
+        ids = corrupt_ids(self._ids[index], self.block_size, example_rng(self.seed, epoch, index), self.vocab)
+        targets = ids[1:]
+        return {"input_tokens": ids[:-1], "target_tokens": targets,
                 "loss_weights": (targets != self.vocab.pad_id).astype(np.int32)}
