@@ -18,7 +18,8 @@ from c4prep.training.data.row_batches import (
 )
 from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.objectives import make_objective
-from c4prep.training.data.decoder_rows import DecoderRowBuilder, pack_decoder_row, pack_padded_rows
+from c4prep.training.data.decoder_rows import (
+    DecoderRowBuilder, first_fit_decreasing, pack_decoder_row, pack_padded_rows)
 from c4prep.training.optim import decay_groups
 from c4prep.training.schedules import mingpt_cosine
 from c4prep.training.batch_losses import DecoderLoss
@@ -81,6 +82,31 @@ def test_repacking_a5_rows_halves_the_positions_and_keeps_every_loss(a5_rows):
     packed_loss, packed_count = DecoderLoss().loss(model, packed_batch)
     assert padded_count == packed_count
     torch.testing.assert_close(packed_loss, padded_loss, rtol=1e-5, atol=1e-3)
+
+
+def test_first_fit_decreasing_places_the_largest_first_in_the_first_bin_with_room():
+    order, bins, offsets, numbers = first_fit_decreasing(np.array([5, 3, 4, 2, 4]), 7)
+    assert order.tolist() == [0, 2, 4, 1, 3]  # sizes 5, 4, 4, 3, 2: equal sizes keep their order
+    assert bins.tolist() == [0, 1, 2, 1, 0] and offsets.tolist() == [0, 0, 0, 4, 5]
+    assert numbers.tolist() == [1, 1, 1, 2, 2]
+
+
+def test_repacked_rows_lay_out_each_used_part_as_a_segment():
+    rows = [{"input_tokens": np.arange(10, 16), "target_tokens": np.arange(20, 26),
+             "loss_weights": np.array(weights, dtype=np.int32)}
+            for weights in ([1, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 1, 0, 1, 0, 0], [1, 1, 1, 1, 1, 0])]
+    packed = pack_padded_rows(rows, 8)  # used parts 3, -, 4, 5 positions: [5 + 3], [4]
+    assert len(packed) == 2
+    assert packed[0]["input_tokens"].tolist() == [10, 11, 12, 13, 14, 10, 11, 12]
+    assert packed[0]["segment_ids"].tolist() == [1] * 5 + [2] * 3
+    assert packed[0]["positions"].tolist() == [0, 1, 2, 3, 4, 0, 1, 2]
+    assert packed[0]["loss_weights"].tolist() == [1, 1, 1, 1, 1, 1, 1, 1]
+    assert packed[1]["target_tokens"].tolist() == [20, 21, 22, 23, 0, 0, 0, 0]
+    assert packed[1]["loss_weights"].tolist() == [0, 1, 0, 1, 0, 0, 0, 0]
+    assert packed[1]["segment_ids"].tolist() == [1] * 4 + [0] * 4
+    assert all(array.dtype == np.int32 for row in packed for array in row.values())
+    with pytest.raises(ValueError, match="more than 4 positions"):
+        pack_padded_rows(rows, 4)
 
 
 def test_repacked_batches_for_cuda_graphs_come_in_multiples_of_8_rows_with_the_same_losses(a5_rows):

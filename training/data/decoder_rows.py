@@ -55,28 +55,48 @@ class DecoderRowBuilder(ObjectiveRowBuilder):
         return pack_decoder_row(examples, self.length)
 
 
+def first_fit_decreasing(sizes: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, bins, offsets, numbers)``: the items by decreasing size (ties keep their order), each put into the
+    first bin of ``capacity`` with room for it, at the bin's next free offset, as the bin's item 1, 2, ..."""
+    order = np.argsort(-sizes, kind="stable")
+    filled: list[int] = []  # per bin: positions taken, items
+    members: list[int] = []
+    placed = []
+    for size in sizes[order].tolist():
+        slot = next((b for b, used in enumerate(filled) if used + size <= capacity), len(filled))
+        if slot == len(filled):
+            filled.append(0)
+            members.append(0)
+        members[slot] += 1
+        placed.append((slot, filled[slot], members[slot]))
+        filled[slot] += size
+    return order, *np.array(placed, dtype=np.int64).reshape(-1, 3).T
+
+
 def pack_padded_rows(rows: Sequence[dict[str, np.ndarray]], length: int) -> list[dict[str, np.ndarray]]:
     """Re-pack fixed-length decoder rows without their padding: each row's used part (up to its last weighted
-    target) goes, largest first, into the first of the new ``length``-position rows with room (first-fit
-    decreasing), with ``segment_ids`` and restarting ``positions``. Causal attention within a segment makes this
-    compute the same losses as the padded rows on fewer positions; rows with no weighted target are dropped."""
+    target) goes, largest first, into the first of the new ``length``-position rows with room
+    (:func:`first_fit_decreasing`), with ``segment_ids`` and restarting ``positions`` (the layout of
+    :func:`.row_packing.lay_out`). Causal attention within a segment makes this compute the same losses as the
+    padded rows on fewer positions; rows with no weighted target are dropped."""
     features = ("input_tokens", "target_tokens", "loss_weights")
-    parts = []
-    for row in rows:
-        weighted = np.flatnonzero(row["loss_weights"])
-        if len(weighted):
-            parts.append({name: row[name][:weighted[-1] + 1] for name in features})
-    if any(len(part["input_tokens"]) > length for part in parts):
+    stacked = {name: np.stack([row[name] for row in rows]) for name in features}
+    weighted = stacked["loss_weights"] != 0
+    width = weighted.shape[1]
+    used = np.where(weighted.any(axis=1), width - np.argmax(weighted[:, ::-1], axis=1), 0)
+    if (used > length).any():
         raise ValueError(f"a row uses more than {length} positions: raise the packed row length")
-    bins: list[list[dict[str, np.ndarray]]] = []
-    room: list[int] = []
-    for part in sorted(parts, key=lambda p: -len(p["input_tokens"])):  # stable: ties keep their order
-        size = len(part["input_tokens"])
-        slot = next((b for b, free in enumerate(room) if free >= size), None)
-        if slot is None:
-            bins.append([])
-            room.append(length)
-            slot = len(bins) - 1
-        bins[slot].append(part)
-        room[slot] -= size
-    return [lay_out(members, features, length) for members in bins]
+    kept = np.flatnonzero(used)
+    order, bins, offsets, numbers = first_fit_decreasing(used[kept], length)
+    items, sizes = kept[order], used[kept][order]
+    within = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # 0 .. size-1 for each item
+    source = np.repeat(items * width, sizes) + within
+    target = np.repeat(bins * length + offsets, sizes) + within
+    count = int(bins.max()) + 1 if len(bins) else 0
+    packed = {name: np.zeros((count, length), dtype=np.int32) for name in (*features, "segment_ids", "positions")}
+    for name in features:
+        packed[name].reshape(-1)[target] = stacked[name].reshape(-1)[source]
+    packed["segment_ids"].reshape(-1)[target] = np.repeat(numbers, sizes)
+    packed["positions"].reshape(-1)[target] = within
+    return [{name: array[b] for name, array in packed.items()} for b in range(count)]
+
