@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from c4prep.training.losses import mean_token_loss, token_cross_entropy
 from c4prep.training.models.sampling import next_token
@@ -117,6 +118,36 @@ def test_fully_masked_padding_rows_stay_finite():
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
     with pytest.raises(ValueError):
         model(encoder_tokens, decoder_tokens, enc_seg, None)
+
+
+class MatrixProducts(TorchDispatchMode):
+    """Counts the matrix products run inside it (``aten.mm``, ``addmm``, ``bmm``)."""
+
+    PRODUCTS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func in self.PRODUCTS
+        return func(*args, **(kwargs or {}))
+
+
+def test_each_sublayer_multiplies_its_input_once():
+    """Self-attention takes q, k and v from one product, cross-attention k and v, the gated feed-forward both input
+    projections: fewer kernels a step (each a launch on a GPU), the weights still kept apart by their T5 names."""
+    block = _model("t5_tiny").decoder.blocks[0]
+    x, memory = torch.randn(2, 5, block.ff.wo.out_features), torch.randn(2, 7, block.ff.wo.out_features)
+    bias = torch.zeros(1, 1, 5, 5)
+    expected = {block.ff: 2, block.self_attn: 2 + 2}  # in and out; attention adds scores and weighted values
+    for sublayer, products in expected.items():
+        with MatrixProducts() as counted:
+            sublayer(x) if sublayer is block.ff else sublayer(x, x, bias)
+        assert counted.count == products, sublayer
+    with MatrixProducts() as counted:
+        block.cross_attn(x, memory, torch.zeros(1, 1, 5, 7))
+    assert counted.count == 3 + 2  # q, then k and v together, out
 
 
 def test_bf16_autocast_forward_backward():
