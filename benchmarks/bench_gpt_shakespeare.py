@@ -34,7 +34,7 @@ def run(workdir: Path, lr: str, seed: int, precision: str, threads: int) -> dict
 
     folder = workdir / f"shakespeare_{precision}_lr{lr}_seed{seed}"
     seconds, _ = run_module("c4prep.training.cli", "experiment=shakespeare_char", f"optimizer.lr={lr}", f"seed={seed}",
-                            f"trainer.precision={precision}", f"trainer.num_threads={threads}",
+                            "trainer.device=cpu", f"trainer.precision={precision}", f"trainer.num_threads={threads}",
                             f"output_dir={folder}", "resume=never", "trainer.progress=false", threads=threads)
     records = read_metrics(folder / "metrics.jsonl")
     validation = {r["step"]: round(r["metrics"]["loss"], 4) for r in records if r["split"] == "validation"}

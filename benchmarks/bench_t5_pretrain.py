@@ -171,7 +171,7 @@ def train(name: str, work: Path, tokens: Path, overrides: list[str], threads: in
     if run_dir.exists():
         shutil.rmtree(run_dir)
     args = ["c4prep.training.cli", "stage=pretrain", f"experiment={EXPERIMENT}", f"data.tokens={tokens}",
-            f"output_dir={run_dir}", "resume=never", "trainer.progress=false", *overrides]
+            f"output_dir={run_dir}", "resume=never", "trainer.device=cpu", "trainer.progress=false", *overrides]
     seconds = run_command(f"train-{name}", args, work / "logs", env=thread_env(threads))
     return run_dir, seconds
 
@@ -191,7 +191,7 @@ def evaluate_checkpoints(work: Path, run_dir: Path, heldout_tokens: Path, thread
             f"evaluate-{checkpoint.stem}",
             ["c4prep.training.cli", "stage=evaluate", f"experiment={EXPERIMENT}", f"init_from={checkpoint}",
              f"data.tokens={heldout_tokens}", "data.validation_split=train", f"output_dir={out}",
-             "trainer.progress=false"],
+             "trainer.device=cpu", "trainer.progress=false"],
             work / "logs", env=thread_env(threads))
     records = read_metrics(out) if (out / "metrics.jsonl").exists() else []
     return [{"step": r["step"], **r["metrics"]} for r in records], seconds

@@ -1,9 +1,10 @@
 """Stages that use a trained run (evaluate, generate, classify) take its model, objective, data and z_loss from its
-config.yaml unless the command line sets them, and write next to it; presets' warm-up as a fraction of the run."""
+config.yaml unless the command line sets them, and write next to it; presets' warm-up as a fraction of the run, and their device."""
 from pathlib import Path
 
 import pytest
 
+import c4prep.configs
 from c4prep.training.checkpoint import save_checkpoint
 from c4prep.training.cli import main
 from c4prep.training.config import load_config, to_yaml
@@ -104,3 +105,15 @@ def test_a_warm_up_longer_than_the_run_is_one_line(tmp_path, capsys):
     assert "bad schedule.options: total_steps (50) must exceed warmup_steps (100)" in one_line_error(capsys)
     assert main(["schedule=cosine", "schedule.options.warmup_steps=${max_steps_fraction:1.5}"]) == 2
     assert "max_steps_fraction must be in [0, 1], got 1.5" in one_line_error(capsys)
+
+
+PRESETS = sorted(path.stem for path in (Path(c4prep.configs.__file__).parent / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_presets_train_on_cuda_where_present(preset):
+    """Every preset leaves ``trainer.device`` at ``auto`` (CUDA when present, else the CPU): on a GPU machine
+    ``train experiment=cs224n_a5_pretrain`` trains on the GPU, where the presets once pinned the CPU silently."""
+    assert len(PRESETS) >= 7
+    assert load_config([f"experiment={preset}"]).trainer.device == "auto"
+    assert load_config([f"experiment={preset}", "trainer.device=cpu"]).trainer.device == "cpu"
