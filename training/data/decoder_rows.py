@@ -88,7 +88,8 @@ def pack_padded_rows(rows: Sequence[dict[str, np.ndarray]], length: int) -> list
         raise ValueError(f"a row uses more than {length} positions: raise the packed row length")
     kept = np.flatnonzero(used)
     order, bins, offsets, numbers = first_fit_decreasing(used[kept], length)
-    items, sizes = kept[order], used[kept][order]
+    items = kept[order]
+    sizes = used[items]
     within = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # 0 .. size-1 for each item
     source = np.repeat(items * width, sizes) + within
     target = np.repeat(bins * length + offsets, sizes) + within
