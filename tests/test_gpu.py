@@ -320,6 +320,25 @@ def test_t5_flex_gradients_on_cuda_equal_dense(precision):
         assert error(grads["flex"][name], dense.double()) <= tolerance, name
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_t5_attention_takes_the_memory_efficient_kernel(precision):
+    """Without dropout, SDPA's memory-efficient kernel takes every attention call of T5 on packed rows (the learned
+    position bias with segment masks, cross-attention's mask), forward and backward: under
+    ``sdpa_kernel([EFFICIENT_ATTENTION])`` a call it could not take raises "No available kernel" (it did while the
+    bias's keys had stride num_heads). Logits and gradients as the math path's, within its rounding."""
+    args, scored = t5_inputs(DEVICE)
+    results = {}
+    for backend in (SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH):
+        model = widened_t5().to(DEVICE)  # eval(): dropout off; gradients still flow
+        with sdpa_kernel([backend]), torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = model(*args)[scored].float()
+            (logits ** 2).mean().backward()
+        results[backend] = [logits.detach()] + [p.grad.float() for p in model.parameters()]
+    tolerance = 1e-4 if precision == "fp32" else 5e-2
+    for efficient, math in zip(results[SDPBackend.EFFICIENT_ATTENTION], results[SDPBackend.MATH], strict=True):
+        assert error(efficient, math.double()) <= tolerance
+
+
 @pytest.mark.parametrize("attention", ["causal", "synthesizer"])
 def test_gpt_cached_generation_on_cuda_equals_cpu(attention):
     """fp32 without TF32: A5's model answering ragged prompts with its key/value cache (SDPA with a bool mask over

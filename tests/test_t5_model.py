@@ -150,6 +150,25 @@ def test_each_sublayer_multiplies_its_input_once():
     assert counted.count == 3 + 2  # q, then k and v together, out
 
 
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("bf16", [False, True])
+def test_attention_biases_have_unit_stride_keys(packed, bf16):
+    """Every bias an attention layer gets (the learned relative-position bias with its masks, and the cross-attention
+    mask) has stride 1 along the keys: PyTorch's CUDA dispatch gives a float ``attn_mask`` to a fused SDPA kernel
+    only then (``check_last_dim_stride_equals_1_dense``), else the unfused math path runs."""
+    model = _model("t5_tiny")
+    seen = []
+    for layer in (m for m in model.modules() if type(m).__name__ == "Attention"):
+        layer.register_forward_pre_hook(lambda _, args: seen.append(args[2]))
+    encoder_tokens, decoder_tokens = _tokens(2, 9, seed=11), F.pad(_tokens(2, 4, seed=12), (1, 0))
+    packing = (torch.tensor([[1] * 4 + [2] * 5] * 2), torch.tensor([[1] * 2 + [2] * 3] * 2),  # segment ids
+               torch.tensor([[*range(4), *range(5)]] * 2), torch.tensor([[*range(2), *range(3)]] * 2))  # positions
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        model(encoder_tokens, decoder_tokens, *(packing if packed else ()))
+    assert len(seen) == 3 * len(model.decoder.blocks)
+    assert all(bias.stride(-1) == 1 for bias in seen), sorted({bias.stride() for bias in seen})
+
+
 def test_bf16_autocast_forward_backward():
     model = _model("t5_v1_0_tiny").train()
     encoder_tokens, decoder_tokens = _tokens(2, 9, seed=11), F.pad(_tokens(2, 4, seed=12), (1, 0))

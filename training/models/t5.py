@@ -198,12 +198,17 @@ class Stack(nn.Module):
         self.dropout = nn.Dropout(config.dropout_rate)
 
     def position_bias(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        """[B, H, Tq, Tk] float bias from [B, Tq] and [B, Tk] positions (B may be 1)."""
+        """[B, H, Tq, Tk] float bias from [B, Tq] and [B, Tk] positions (B may be 1), contiguous.
+
+        Contiguous because SDPA's fused CUDA kernels take a float mask only when its last dimension has stride 1: the
+        table lookup gives [B, Tq, Tk, H], and that permuted to heads-first, as it was, has stride H there, which
+        sent every self-attention layer to SDPA's unfused math path (the memory-efficient kernel adds a learned bias
+        and returns its gradient). The masks and casts that follow keep the layout."""
         buckets = relative_position_bucket(
             key_positions[:, None, :] - query_positions[:, :, None], bidirectional=not self.is_decoder,
             num_buckets=self.config.relative_attention_num_buckets,
             max_distance=self.config.relative_attention_max_distance)
-        return self.relative_bias(buckets).permute(0, 3, 1, 2).float()
+        return self.relative_bias(buckets).permute(0, 3, 1, 2).to(torch.float32, memory_format=torch.contiguous_format)
 
     def forward(self, x: Tensor, self_bias: Tensor, memory: Tensor | None = None, cross_bias: Tensor | None = None,
                 caches: list[BlockCaches] | None = None, positions: Tensor | None = None) -> Tensor:

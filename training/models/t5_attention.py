@@ -49,7 +49,8 @@ class Attention(nn.Module):
     needs a gradient (the learned position bias) SDPA takes its unfused math path, which on CPU adds a guard for
     fully masked rows and, under bf16 autocast, upcasts to fp32; the plain form is the same math with fewer, bf16
     kernels. On CUDA it is written out for dropout in bf16/fp16 (:func:`.plain_attention.writes_attention_out`:
-    SDPA would take its memory-efficient kernel, whose dropout diverged GPT training in bf16) and SDPA otherwise.
+    SDPA would take its memory-efficient kernel, whose dropout diverged GPT training in bf16) and SDPA otherwise,
+    where the memory-efficient kernel takes the learned bias (contiguous, :meth:`.t5.Stack.position_bias`).
     With ``attention_impl=flex`` the bias is a :class:`.t5_flex.FlexScores`.
 
     The projections keep T5's four weights (``q``, ``k``, ``v``, ``o``, as checkpoints and Hugging Face name them),
