@@ -3,15 +3,16 @@
 #
 #   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
 #
-# --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: the A5 handout recipe with
-# each whole step captured as one CUDA graph (trainer.capture_steps, new in the fifteenth session; the recipe took
-# 160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound; target 90 s), eager kernels, compiled, and the
-# repeated block compiled once (trainer.compile_scope=blocks, sixteenth session), and where such a step goes
-# (benchmarks/gpu_a5_step_profile.py); T5 t5_small batch 32 eager (q, k and v in one product since the fourteenth
-# session's lease) and with CUDA graphs (--compile-mode reduce-overhead) for our dense attention, HF and our
-# FlexAttention, kernels profiled (on an H200 in the fourteenth session: eager 1.43-1.47x HF;
-# with graphs ours and HF both ran at their 23 ms of kernels, 24.2 and 24.6 ms a step; FlexAttention compiled
-# without graphs took 41.4 ms against 45.3 ms dense, its compile 56 s), the same for t5_base, the synthesizer's fp32
+# --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: T5 t5_small batch 32, ours
+# against HF, eager and compiled with CUDA graphs (--compile-mode reduce-overhead), kernels profiled: since the
+# eighteenth session T5's self-attention can take SDPA's memory-efficient kernel (its position bias had stride
+# num_heads along the keys, which sent it, and HF's, to SDPA's math path: 96 bmm a step in the fourteenth session's
+# profiles, where eager was 1.43-1.47x HF and both compiled models ran at their 23 ms of kernels with graphs); the A5
+# handout recipe with each whole step captured as one CUDA graph (trainer.capture_steps, fifteenth session; the
+# recipe took 160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound; target 90 s), eager kernels,
+# compiled, and the repeated block compiled once (trainer.compile_scope=blocks, sixteenth session), and where such a
+# step goes (benchmarks/gpu_a5_step_profile.py); our FlexAttention compiled with graphs against our dense attention
+# (compiled without graphs: 41.4 against 45.3 ms, its compile 56 s); t5_base as t5_small; the synthesizer's fp32
 # recipe whole, then the tests and the layout check (130-145 s and 5 s): more than one 600 s call.
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
@@ -87,13 +88,14 @@ t5_flex_graphs() {  # t5_flex_graphs <size> <batch> [options]: ours, HF and ours
 }
 
 if $QUICK; then  # what earlier leases left unmeasured first
+    t5_step t5_throughput_graphs t5_small 32 --compile-mode reduce-overhead
     for variant in vanilla-bf16-captured-packed vanilla-bf16-compiled-captured-packed \
                    vanilla-bf16-blocks-captured-packed; do
         step "a5_$variant" "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5_$variant" --variants "$variant"
     done
     step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py \
         --variant vanilla-bf16-compiled-captured-packed > \"$OUT/a5_step_profile.jsonl\""
-    t5_flex_graphs t5_small 32 --only ours HF "ours compiled" "HF compiled" "ours flex compiled"
+    t5_flex_graphs t5_small 32 --only "ours compiled" "ours flex compiled"
     t5_step t5_throughput_graphs t5_base 32 --compile-mode reduce-overhead
     # the issue's synthesizer in fp32, whole (the seventh session's run was cut at step 6,256)
     step a5_synthesizer-fp32-tf32-graphs-packed "$PYTHON" benchmarks/gpu_a5_recipe.py \
