@@ -1,8 +1,9 @@
 """T5 attention through FlexAttention (``model.attention_impl=flex``): the learned relative-position bias as a
 ``score_mod``, causality, packing segments and encoder padding as a ``block_mask``.
 
-SDPA takes T5's bias only as a dense float mask, which keeps it off its flash kernel; ``flex_attention`` adds the bias
-inside one fused kernel and skips the blocks the mask hides. The math is the dense path's (:mod:`.t5_attention`)
+SDPA takes T5's bias only as a dense float mask, which keeps it off its flash kernel (its memory-efficient kernel
+reads the mask whole, masked blocks included); ``flex_attention`` adds the bias inside one fused kernel and skips the
+blocks the mask hides. The math is the dense path's (:mod:`.t5_attention`)
 wherever a query sees at least one key. A query that sees none (a packed row's decoder padding in cross-attention,
 an all-padding encoder row) gets zeros here and the mean of the values there, at positions that carry no loss.
 flex_attention has no attention dropout, so ``T5Config`` refuses ``attention_impl=flex`` with ``dropout_rate > 0``.
