@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from .packed_batches import PackedBatch, PackedStream
 from .token_index import TokenDataError
 
 
@@ -186,12 +187,14 @@ class MicroBatchStream(IterableDataset):
         self.start_step = start
 
 
-def make_loader(dataset: MicroBatchStream, num_workers: int) -> DataLoader:
-    """A DataLoader passing ``dataset``'s micro-batches through unchanged (pinned memory only with CUDA)."""
+def make_loader(dataset: MicroBatchStream, num_workers: int) -> Iterator[dict[str, torch.Tensor]]:
+    """``dataset``'s micro-batches through a DataLoader with ``num_workers`` workers, unchanged, in pinned memory with
+    CUDA; each crosses from its worker as one buffer (:mod:`.packed_batches`)."""
     if num_workers < 0:
         raise TokenDataError(f"num_workers must be >= 0, got {num_workers}")
-    return DataLoader(dataset, batch_size=None, num_workers=num_workers, persistent_workers=False,
-                      pin_memory=torch.cuda.is_available())
+    loader = DataLoader(PackedStream(dataset), batch_size=None, num_workers=num_workers, persistent_workers=False,
+                        pin_memory=torch.cuda.is_available())
+    return map(PackedBatch.unpack, loader)
 
 
 def rank_micro_batches(num_items: int, rank: int, world_size: int, micro_batch_size: int,
