@@ -26,9 +26,11 @@ from c4prep.shards import shard_name, write_shard
 from c4prep.tokenization.token_shards import token_batch, token_schema
 from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.config import load_config
+from c4prep.training.data.batches import make_loader
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.models import gpt_attention
 from c4prep.training.stages import run_stage
+from test_packed_batches import WorkerStream
 from test_trainer_speed import gpt_trainer
 
 pytestmark = pytest.mark.gpu
@@ -271,6 +273,16 @@ def test_captured_steps_resume(shared_data, tmp_path):
     assert isinstance(group["lr"], float) and group["capturable"] is False
     resumed, _ = train(a5(shared_data, tmp_path / "resumed", "trainer.max_steps=10", "resume=must", *common))
     assert resumed == pytest.approx(straight[5:], rel=1e-4)
+
+
+def test_loader_pins_each_micro_batch_as_one_buffer():
+    """With CUDA the loader's pinning thread pins a worker's micro-batch buffer (``PackedBatch.pin_memory``): every
+    tensor of a batch is a pinned view of it, equal to the stream's."""
+    received = list(make_loader(WorkerStream(), 2))
+    for batch, expected in zip(received, WorkerStream(), strict=True):
+        assert all(tensor.is_pinned() for tensor in batch.values())
+        assert len({tensor.untyped_storage().data_ptr() for tensor in batch.values()}) == 1
+        assert all(torch.equal(batch[name], expected[name]) for name in expected)
 
 
 @pytest.mark.parametrize("tf32", [True, False])

@@ -31,7 +31,7 @@ def test_unpacked_tensors_equal_the_packed_ones():
     assert all((view.data_ptr() - base) % ALIGNMENT == 0 for view in unpacked.values() if view.numel())
 
 
-class _Stream(torch.utils.data.IterableDataset):
+class WorkerStream(torch.utils.data.IterableDataset):
     """Micro-batch ``j`` built by worker ``j % workers``, as ``MicroBatchStream`` splits them."""
 
     def __iter__(self):
@@ -43,9 +43,9 @@ class _Stream(torch.utils.data.IterableDataset):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_loader_yields_the_streams_batches_each_in_one_buffer(workers):
-    received = list(make_loader(_Stream(), workers))
+    received = list(make_loader(WorkerStream(), workers))
     assert [{k: v.tolist() for k, v in b.items()} for b in received] == \
-        [{k: v.tolist() for k, v in b.items()} for b in _Stream()]
+        [{k: v.tolist() for k, v in b.items()} for b in WorkerStream()]
     for batch in received:
         assert len({t.untyped_storage().data_ptr() for t in batch.values()}) == 1
-    assert all(isinstance(item, PackedBatch) for item in PackedStream(_Stream()))
+    assert all(isinstance(item, PackedBatch) for item in PackedStream(WorkerStream()))
