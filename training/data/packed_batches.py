@@ -34,6 +34,7 @@ class PackedBatch:
 
     @classmethod
     def of(cls, batch: dict[str, torch.Tensor]) -> PackedBatch:
+        """``batch``'s tensors copied into one new buffer, in order, each from an ``ALIGNMENT``-byte boundary."""
         layout, end = [], 0
         for name, tensor in batch.items():
             layout.append((name, tensor.dtype, tuple(tensor.shape), end))
