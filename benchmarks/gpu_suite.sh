@@ -11,7 +11,8 @@
 # handout recipe with each whole step captured as one CUDA graph (trainer.capture_steps, fifteenth session; the
 # recipe took 160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound; target 90 s), eager kernels,
 # compiled, and the repeated block compiled once (trainer.compile_scope=blocks, sixteenth session), and where such a
-# step goes (benchmarks/gpu_a5_step_profile.py); our FlexAttention compiled with graphs against our dense attention
+# step goes (benchmarks/gpu_a5_step_profile.py), also with rows re-packed into 128 positions instead of 127 (eighteenth
+# session: the leading dimension of the attention's products, 127, ran on cuBLAS's align1 kernels); our FlexAttention compiled with graphs against our dense attention
 # (compiled without graphs: 41.4 against 45.3 ms, its compile 56 s); t5_base as t5_small; the synthesizer's fp32
 # recipe whole, then the tests and the layout check (130-145 s and 5 s): more than one 600 s call.
 #
@@ -95,6 +96,11 @@ if $QUICK; then  # what earlier leases left unmeasured first
     done
     step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py \
         --variant vanilla-bf16-compiled-captured-packed > \"$OUT/a5_step_profile.jsonl\""
+    # rows re-packed into 128 positions instead of 127: the attention's batched products then have leading
+    # dimensions of a multiple of 8 (at 127 the profiles show cuBLAS's align1 kernels: fp32
+    # cutlass_80_simt_sgemm_..._align1 on an H200, bf16 cutlass_75_wmma_tensorop_... on an H100)
+    step a5_step_profile_pack128 sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py \
+        --variant vanilla-bf16-compiled-captured-packed data.pack_length=128 > \"$OUT/a5_step_profile_pack128.jsonl\""
     t5_flex_graphs t5_small 32 --only "ours compiled" "ours flex compiled"
     t5_step t5_throughput_graphs t5_base 32 --compile-mode reduce-overhead
     # the issue's synthesizer in fp32, whole (the seventh session's run was cut at step 6,256)

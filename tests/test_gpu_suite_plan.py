@@ -30,7 +30,9 @@ def _suite() -> str:
 
 
 def test_the_suite_names_only_known_variants():
-    listed = re.findall(r"--variants? ([\w\- ]+)", _suite()) + re.findall(r"for variant in ([\w\- ]+);", _suite())
+    suite = _suite()
+    listed = (re.findall(r"--variants ([\w\- ]+)", suite) + re.findall(r"--variant (\S+)", suite)
+              + re.findall(r"for variant in ([\w\- ]+);", suite))
     named = [name for names in listed for name in names.split()]
     assert {"vanilla-bf16-captured-packed", "vanilla-bf16-compiled-captured-packed"} <= set(named) <= set(VARIANTS)
 
@@ -45,9 +47,12 @@ def test_the_suite_times_only_known_t5_variants():
 
 
 def test_the_quick_suite_profiles_the_recipes_bf16_captured_variant():
-    variant = re.search(r"gpu_a5_step_profile.py\s+--variant (\S+)", _suite()).group(1)
-    cfg = load_config(["experiment=cs224n_a5_pretrain", *A5_RECIPE.phase_overrides(variant)[0]])
-    assert (cfg.trainer.precision, cfg.trainer.capture_steps, cfg.trainer.loss_check) == ("bf16", True, "log")
+    profiles = re.findall(r"gpu_a5_step_profile.py\s+--variant (\S+)((?: [\w.]+=\S+)*)", _suite())
+    assert len(profiles) == 2
+    for variant, overrides in profiles:
+        cfg = load_config(["experiment=cs224n_a5_pretrain", *A5_RECIPE.phase_overrides(variant)[0], *overrides.split()])
+        assert (cfg.trainer.precision, cfg.trainer.capture_steps, cfg.trainer.loss_check) == ("bf16", True, "log")
+    assert profiles[1][1].split() == ["data.pack_length=128"]
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
