@@ -1,7 +1,8 @@
 """GPU tier, training (marker ``gpu``: skipped without CUDA; benchmarks/gpu_suite.sh runs it): bf16 tracks fp32 on
 short A5, T5, AdaVAE and GPT-1 classification runs, FlexAttention trains as the dense path does, ``trainer.compile``
-(A5, the whole model or its repeated block; T5 under CUDA graphs), whole steps captured as CUDA graphs (``trainer.capture_steps``) and the CUDA trainer
-options (``trainer.loss_check=log`` under CUDA graphs among them), resume, and torchrun.
+(A5, the whole model or its repeated block; T5 under CUDA graphs), whole steps captured as CUDA graphs
+(``trainer.capture_steps``), the loader's pinned micro-batches and the CUDA trainer options
+(``trainer.loss_check=log`` under CUDA graphs among them), resume, and torchrun.
 
 The A5 cases place issue #23's divergence: c4prep's attention (written out for dropout in bf16 on CUDA), SDPA as
 PyTorch picks (memory-efficient for the packed rows' mask), its math backend, and flash or memory-efficient alone on
