@@ -10,7 +10,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from c4prep.training.losses import mean_token_loss, token_cross_entropy
 from c4prep.training.models.sampling import next_token
 from c4prep.training.models.t5 import T5, num_parameters, t5_config
-from c4prep.training.models.t5_attention import relative_position_bucket
+from c4prep.training.models.t5_attention import Attention, relative_position_bucket
 from c4prep.training.models.t5_hf import from_hf_state_dict, hf_model
 
 transformers = pytest.importorskip("transformers")
@@ -158,7 +158,7 @@ def test_attention_biases_have_unit_stride_keys(packed, bf16):
     only then (``check_last_dim_stride_equals_1_dense``), else the unfused math path runs."""
     model = _model("t5_tiny")
     seen = []
-    for layer in (m for m in model.modules() if type(m).__name__ == "Attention"):
+    for layer in (m for m in model.modules() if isinstance(m, Attention)):
         layer.register_forward_pre_hook(lambda _, args: seen.append(args[2]))
     encoder_tokens, decoder_tokens = _tokens(2, 9, seed=11), F.pad(_tokens(2, 4, seed=12), (1, 0))
     packing = (torch.tensor([[1] * 4 + [2] * 5] * 2), torch.tensor([[1] * 2 + [2] * 3] * 2),  # segment ids
