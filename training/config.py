@@ -7,6 +7,7 @@ wrong type, bad value) becomes a :class:`TrainConfigError` whose message is one 
 """
 from __future__ import annotations
 
+import difflib
 import re
 from importlib import resources
 from pathlib import Path
@@ -30,15 +31,42 @@ def config_dir() -> Path:
     return Path(str(resources.files("c4prep.configs")))
 
 
-def _one_line(error: Exception) -> str:
+def _compose(overrides: Sequence[str]) -> DictConfig:
+    """``train.yaml`` composed with ``overrides``, unresolved."""
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3", job_name="train"):
+        return compose(config_name="train", overrides=list(overrides))
+
+
+def _one_line(error: Exception, overrides: Sequence[str]) -> str:
+    """Hydra's or OmegaConf's error as one line, with the options or the closest setting where that helps."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     options = [line for line in lines[1:] if not line.startswith(("Config search path", "provider="))]
     text = lines[0] if lines else type(error).__name__
     if "Available options" in " ".join(options):
         text += " (available: " + ", ".join(o for o in options if "Available options" not in o) + ")"
     elif len(lines) > 1 and lines[1].startswith("To append"):
-        text = text.rstrip(".") + f"; {lines[1][0].lower()}{lines[1][1:]} (or check the key's spelling)"
+        append = f"{lines[1][0].lower()}{lines[1][1:]}"
+        unknown = re.match(r"Could not override '([^']+)'", text)
+        close = _closest_key(unknown.group(1), overrides) if unknown else None
+        text = (f"{text.rstrip('.')} (did you mean {close}?); {append}" if close
+                else f"{text.rstrip('.')}; {append} (or check the key's spelling)")
     return text
+
+
+def _closest_key(key: str, overrides: Sequence[str]) -> str | None:
+    """The setting beside the unknown ``key`` whose name is most like its own, in the config the other
+    ``overrides`` compose; None if no name is close or they do not compose either."""
+    parent, _, name = key.rpartition(".")
+    others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
+    try:
+        cfg = _compose(others)
+    except (HydraException, OmegaConfBaseException):
+        return None
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    if not isinstance(node, DictConfig):
+        return None
+    close = difflib.get_close_matches(name, [str(k) for k in node.keys()], n=1)
+    return f"{parent}.{close[0]}".lstrip(".") if close else None
 
 
 def _max_steps_fraction(fraction: float, *, _root_: DictConfig) -> int:
@@ -56,11 +84,10 @@ def load_config(overrides: Sequence[str] = ()) -> TrainConfig:
     """Compose ``train.yaml`` with Hydra-style ``key=value`` / ``group=option`` overrides, then type and validate.
     A stage that uses a trained run (``config_runs.RUN_STAGES``) starts from ``init_from``'s run settings."""
     try:
-        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3", job_name="train"):
-            cfg = compose(config_name="train", overrides=list(overrides))
+        cfg = _compose(overrides)
         OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as error:
-        raise TrainConfigError(f"bad override: {_one_line(error)}") from None
+        raise TrainConfigError(f"bad override: {_one_line(error, overrides)}") from None
     if cfg.stage in RUN_STAGES and cfg.init_from:
         cfg = with_run_settings(cfg, overrides)
     return typed_config(cfg)
