@@ -15,6 +15,7 @@ line:
 
     python benchmarks/gpu_a5_step_profile.py [--variant vanilla-bf16] [--device cuda] [--warmup 30] [--steps 200]
                                              [--profile-steps 20] [overrides ...]
+    python benchmarks/gpu_a5_step_profile.py --fastest-of REPORT ...   # the variant whose median step is shortest
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -66,6 +68,21 @@ def per_step_table(averages, key: str, steps: int, top: int) -> list[dict[str, f
             for a in rows]
 
 
+def fastest_variant(reports: list[Path]) -> str | None:
+    """Of these reports (this script's output; a failed run's may be empty or missing), the variant with the
+    shortest median step; None if no report has one."""
+    steps = {}
+    for path in reports:
+        lines = path.read_text().splitlines() if path.is_file() else []
+        try:
+            report = json.loads(lines[-1]) if lines else None
+        except json.JSONDecodeError:  # cut off mid-line
+            report = None
+        if report:
+            steps[report["variant"]] = report["step_ms"]
+    return min(steps, key=steps.get) if steps else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warmup", type=int, default=30)
@@ -75,8 +92,13 @@ def main() -> None:
                         help="the recipe variant whose pretraining is profiled")
     parser.add_argument("--output-dir", default="/tmp/a5_step_profile")
     parser.add_argument("--device", default="cuda", help="cpu: a smoke test of the script")
+    parser.add_argument("--fastest-of", nargs="+", type=Path, metavar="REPORT",
+                        help="print the variant of these reports whose median step is shortest (nothing if none ran)")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
+    if args.fastest_of:
+        print(fastest_variant(args.fastest_of) or "")
+        return
     overrides = [*phase_overrides(args.variant)[0], f"trainer.num_workers={LOADER_WORKERS}", *args.overrides]
     trainer = a5_trainer(overrides, args.output_dir, args.device)
     batches = trainer.train_batches(0)

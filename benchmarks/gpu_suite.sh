@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Issue #23's GPU suite and GPU benchmarks, unattended, on one CUDA GPU (the full A5 recipe trains 18 variants):
+# Issue #23's GPU suite and GPU benchmarks, unattended, on one CUDA GPU (the full A5 recipe trains 19 variants):
 #
 #   benchmarks/gpu_suite.sh [--quick] [results folder]    # default: benchmarks/results/gpu
 #
-# --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first: T5 t5_small batch 32, ours
-# against HF, eager and compiled with CUDA graphs (--compile-mode reduce-overhead), kernels profiled: since the
-# eighteenth session T5's self-attention can take SDPA's memory-efficient kernel (its position bias had stride
-# num_heads along the keys, which sent it, and HF's, to SDPA's math path: 96 bmm a step in the fourteenth session's
-# profiles, where eager was 1.43-1.47x HF and both compiled models ran at their 23 ms of kernels with graphs); the A5
-# handout recipe with each whole step captured as one CUDA graph (trainer.capture_steps, fifteenth session; the
-# recipe took 160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound; target 90 s), eager kernels,
-# compiled, and the repeated block compiled once (trainer.compile_scope=blocks, sixteenth session), and where such a
-# step goes (benchmarks/gpu_a5_step_profile.py), also with rows re-packed into 128 positions instead of 127 (eighteenth
-# session: the leading dimension of the attention's products, 127, ran on cuBLAS's align1 kernels); our FlexAttention compiled with graphs against our dense attention
-# (compiled without graphs: 41.4 against 45.3 ms, its compile 56 s); t5_base as t5_small; the synthesizer's fp32
-# recipe whole, then the tests and the layout check (130-145 s and 5 s): more than one 600 s call.
+# --quick is meant for a 15-minute GPU lease, what earlier leases left unmeasured first:
+#   - T5 t5_small batch 32, ours against HF, eager and compiled with CUDA graphs (--compile-mode reduce-overhead),
+#     kernels profiled: since the eighteenth session T5's self-attention can take SDPA's memory-efficient kernel (its
+#     position bias had stride num_heads along the keys, which sent it, and HF's, to SDPA's math path: 96 bmm a step
+#     in the fourteenth session's profiles, where eager was 1.43-1.47x HF and both compiled models ran at their 23 ms
+#     of kernels with graphs);
+#   - the A5 handout recipe's candidates for the 90 s target ($A5_CANDIDATES: each whole step captured as one CUDA
+#     graph, trainer.capture_steps, fifteenth session; eager kernels, compiled, the repeated block compiled once,
+#     trainer.compile_scope=blocks, and compiled on rows re-packed into 128 positions instead of 127, where the
+#     attention's products ran on cuBLAS's align1 kernels): where a step of each goes
+#     (benchmarks/gpu_a5_step_profile.py), then the whole recipe of the one with the shortest step (the recipe took
+#     160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound);
+#   - our FlexAttention compiled with graphs against our dense attention (compiled without graphs: 41.4 against 45.3
+#     ms, its compile 56 s); t5_base as t5_small; the synthesizer's fp32 recipe whole;
+#   - then the tests and the layout check (130-145 s and 5 s): more than one 600 s call.
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/, ptb/ and yelp_short_shen/. Steps, each logged to <results>/<step>.log:
@@ -88,19 +91,24 @@ t5_flex_graphs() {  # t5_flex_graphs <size> <batch> [options]: ours, HF and ours
     t5_step t5_throughput_flex_graphs "$@" --flex --compile-mode reduce-overhead
 }
 
+# The A5 recipe's candidates for the 90 s target, each whole step captured as one CUDA graph: eager kernels, compiled,
+# the repeated block compiled once, and compiled on rows re-packed into 128 positions instead of 127
+A5_CANDIDATES="vanilla-bf16-captured-packed vanilla-bf16-compiled-captured-packed vanilla-bf16-blocks-captured-packed
+               vanilla-bf16-compiled-captured-packed128"
+
 if $QUICK; then  # what earlier leases left unmeasured first
     t5_step t5_throughput_graphs t5_small 32 --compile-mode reduce-overhead
-    for variant in vanilla-bf16-captured-packed vanilla-bf16-compiled-captured-packed \
-                   vanilla-bf16-blocks-captured-packed; do
-        step "a5_$variant" "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5_$variant" --variants "$variant"
+    # where a step of each candidate goes (start-up, compiling, 250 steps), then the whole recipe of the one with the
+    # shortest step (or of $A5_RECIPE_VARIANT, e.g. in a later lease's call, whose results folder starts empty)
+    for variant in $A5_CANDIDATES; do
+        step "a5_step_profile_$variant" sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py --variant $variant \
+            > \"$OUT/a5_step_profile_$variant.jsonl\""
     done
-    step a5_step_profile sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py \
-        --variant vanilla-bf16-compiled-captured-packed > \"$OUT/a5_step_profile.jsonl\""
-    # rows re-packed into 128 positions instead of 127: the attention's batched products then have leading
-    # dimensions of a multiple of 8 (at 127 the profiles show cuBLAS's align1 kernels: fp32
-    # cutlass_80_simt_sgemm_..._align1 on an H200, bf16 cutlass_75_wmma_tensorop_... on an H100)
-    step a5_step_profile_pack128 sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py \
-        --variant vanilla-bf16-compiled-captured-packed data.pack_length=128 > \"$OUT/a5_step_profile_pack128.jsonl\""
+    fastest=${A5_RECIPE_VARIANT:-$("$PYTHON" benchmarks/gpu_a5_step_profile.py \
+                                   --fastest-of "$OUT"/a5_step_profile_*.jsonl)}
+    if [ -n "$fastest" ]; then
+        step "a5_recipe_fastest" "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5_$fastest" --variants "$fastest"
+    fi
     t5_flex_graphs t5_small 32 --only "ours compiled" "ours flex compiled"
     t5_step t5_throughput_graphs t5_base 32 --compile-mode reduce-overhead
     # the issue's synthesizer in fp32, whole (the seventh session's run was cut at step 6,256)

@@ -1,6 +1,7 @@
 """The GPU suite's plan, checked on the CPU so that a GPU lease is not lost to a typo: every A5 recipe variant and T5
-benchmark variant that benchmarks/gpu_suite.sh names exists, the A5 step profile runs the recipe's bf16 variant
-with captured steps, and every variant's overrides make a valid config for both of its phases."""
+benchmark variant that benchmarks/gpu_suite.sh names exists, the quick suite profiles bf16 candidates with captured
+steps and runs the whole recipe of the fastest, and every variant's overrides make a valid config for both of its
+phases."""
 import importlib.util
 import itertools
 import re
@@ -29,12 +30,14 @@ def _suite() -> str:
     return (BENCHMARKS / "gpu_suite.sh").read_text().replace("\\\n", " ")
 
 
+def _a5_candidates() -> list[str]:
+    return re.search(r'A5_CANDIDATES="([^"]+)"', _suite()).group(1).split()
+
+
 def test_the_suite_names_only_known_variants():
-    suite = _suite()
-    listed = (re.findall(r"--variants ([\w\- ]+)", suite) + re.findall(r"--variant (\S+)", suite)
-              + re.findall(r"for variant in ([\w\- ]+);", suite))
-    named = [name for names in listed for name in names.split()]
-    assert {"vanilla-bf16-captured-packed", "vanilla-bf16-compiled-captured-packed"} <= set(named) <= set(VARIANTS)
+    named = [name for names in re.findall(r"--variants ([\w\- ]+)", _suite()) for name in names.split()]
+    assert {"vanilla-bf16-captured-packed", "vanilla-bf16-compiled-captured-packed"} <= set(_a5_candidates())
+    assert set(_a5_candidates()) | set(named) <= set(VARIANTS)
 
 
 def test_the_suite_times_only_known_t5_variants():
@@ -46,13 +49,27 @@ def test_the_suite_times_only_known_t5_variants():
     assert {"ours compiled", "ours flex compiled"} <= set(named) <= set(_benchmark("bench_t5_throughput").VARIANT_NAMES)
 
 
-def test_the_quick_suite_profiles_the_recipes_bf16_captured_variant():
-    profiles = re.findall(r"gpu_a5_step_profile.py\s+--variant (\S+)((?: [\w.]+=\S+)*)", _suite())
-    assert len(profiles) == 2
-    for variant, overrides in profiles:
-        cfg = load_config(["experiment=cs224n_a5_pretrain", *A5_RECIPE.phase_overrides(variant)[0], *overrides.split()])
+def test_the_quick_suite_profiles_bf16_captured_candidates_then_runs_the_fastest():
+    for variant in _a5_candidates():
+        cfg = load_config(["experiment=cs224n_a5_pretrain", *A5_RECIPE.phase_overrides(variant)[0]])
         assert (cfg.trainer.precision, cfg.trainer.capture_steps, cfg.trainer.loss_check) == ("bf16", True, "log")
-    assert profiles[1][1].split() == ["data.pack_length=128"]
+    assert "vanilla-bf16-compiled-captured-packed128" in _a5_candidates()
+    assert re.search(r'gpu_a5_step_profile.py --variant \$variant', _suite())
+    assert re.search(r'--fastest-of "\$OUT"/a5_step_profile_\*.jsonl', _suite())
+    assert re.search(r'gpu_a5_recipe.py --out \S+ --variants "\$fastest"', _suite())
+
+
+def test_the_fastest_profiled_variant_is_chosen_and_failed_profiles_are_skipped(tmp_path, monkeypatch):
+    reports = []
+    for name, text in [("a", '{"variant": "vanilla-bf16-captured-packed", "step_ms": 6.1}\n'),
+                       ("b", 'warming up\n{"variant": "vanilla-bf16-compiled-captured-packed", "step_ms": 4.2}\n'),
+                       ("c", ""), ("d", '{"variant": "vanilla-bf16-blocks-captured-packed", "st')]:
+        reports.append(tmp_path / f"{name}.jsonl")
+        reports[-1].write_text(text)
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # the profile script imports the recipe's, beside it
+    profile = _benchmark("gpu_a5_step_profile")
+    assert profile.fastest_variant([*reports, tmp_path / "missing.jsonl"]) == "vanilla-bf16-compiled-captured-packed"
+    assert profile.fastest_variant(reports[2:]) is None
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
