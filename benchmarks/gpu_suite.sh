@@ -13,8 +13,8 @@
 #     graph, trainer.capture_steps, fifteenth session; eager kernels, compiled, the repeated block compiled once,
 #     trainer.compile_scope=blocks, and compiled on rows re-packed into 128 positions instead of 127, where the
 #     attention's products ran on cuBLAS's align1 kernels): where a step of each goes
-#     (benchmarks/gpu_a5_step_profile.py), then the whole recipe of the one with the shortest step (the recipe took
-#     160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound);
+#     (benchmarks/gpu_a5_step_profile.py), then the whole recipe of the one whose warm-up and step time project the
+#     shortest pretraining (the recipe took 160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound);
 #   - our FlexAttention compiled with graphs against our dense attention (compiled without graphs: 41.4 against 45.3
 #     ms, its compile 56 s); t5_base as t5_small; the synthesizer's fp32 recipe whole;
 #   - then the tests and the layout check (130-145 s and 5 s): more than one 600 s call.
@@ -98,8 +98,9 @@ A5_CANDIDATES="vanilla-bf16-captured-packed vanilla-bf16-compiled-captured-packe
 
 if $QUICK; then  # what earlier leases left unmeasured first
     t5_step t5_throughput_graphs t5_small 32 --compile-mode reduce-overhead
-    # where a step of each candidate goes (start-up, compiling, 250 steps), then the whole recipe of the one with the
-    # shortest step (or of $A5_RECIPE_VARIANT, e.g. in a later lease's call, whose results folder starts empty)
+    # where a step of each candidate goes (start-up, compiling, 250 steps), then the whole recipe of the one whose
+    # compiling and steps project the shortest pretraining (or of $A5_RECIPE_VARIANT, e.g. in a later lease's call,
+    # whose results folder starts empty)
     for variant in $A5_CANDIDATES; do
         step "a5_step_profile_$variant" sh -c "\"$PYTHON\" benchmarks/gpu_a5_step_profile.py --variant $variant \
             > \"$OUT/a5_step_profile_$variant.jsonl\""

@@ -61,9 +61,10 @@ def test_the_quick_suite_profiles_bf16_captured_candidates_then_runs_the_fastest
 
 def test_the_fastest_profiled_variant_is_chosen_and_failed_profiles_are_skipped(tmp_path, monkeypatch):
     reports = []
-    for name, text in [("a", '{"variant": "vanilla-bf16-captured-packed", "step_ms": 6.1}\n'),
-                       ("b", 'warming up\n{"variant": "vanilla-bf16-compiled-captured-packed", "step_ms": 4.2}\n'),
-                       ("c", ""), ("d", '{"variant": "vanilla-bf16-blocks-captured-packed", "st')]:
+    for name, text in [("a", '{"variant": "vanilla-bf16-captured-packed", "projected_pretraining_s": 96.1}\n'),
+                       ("b", 'warming up\n{"variant": "vanilla-bf16-compiled-captured-packed", '
+                             '"projected_pretraining_s": 84.2}\n'),
+                       ("c", ""), ("d", '{"variant": "vanilla-bf16-blocks-captured-packed", "pro')]:
         reports.append(tmp_path / f"{name}.jsonl")
         reports[-1].write_text(text)
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # the profile script imports the recipe's, beside it
