@@ -73,6 +73,15 @@ def _joined(slots: Slots) -> tuple[Tensor, Tensor] | None:
     return torch.cat([key for key, _ in slots], dim=2), torch.cat([value for _, value in slots], dim=2)
 
 
+@dataclass(frozen=True)
+class DecoderSlots:
+    """Each decoder layer's extra keys and values (z's latent slots, then the prefix), and how many key columns they
+    take. Built once per forward pass, and once for all the steps of :meth:`AdaVAE.generate`."""
+
+    extra_kv: list[tuple[Tensor, Tensor] | None]
+    columns: int
+
+
 class AdaVAE(nn.Module):
     def __init__(self, backbone: GPT, config: AdaVAEConfig) -> None:
         super().__init__()
@@ -106,16 +115,17 @@ class AdaVAE(nn.Module):
         self.set_phase(2)
 
     # ------------------------------------------------------------------------------------------ blocks
-    def _blocks(self, x: Tensor, count: int, mask: Tensor, slots: list[Slots], adapters: nn.ModuleList | None,
-                positions: Tensor | None = None, caches: list[LayerCache] | None = None) -> Tensor:
-        """The backbone's first ``count`` blocks over the embedded ``x``, each with its layer's key/value ``slots``
-        (which ``mask`` covers first) and adapter, then the backbone's final layer norm. While generating, the
-        tokens' keys and values go to ``caches`` at ``positions``."""
+    def _blocks(self, x: Tensor, count: int, mask: Tensor, extra_kv: list[tuple[Tensor, Tensor] | None],
+                adapters: nn.ModuleList | None, positions: Tensor | None = None,
+                caches: list[LayerCache] | None = None) -> Tensor:
+        """The backbone's first ``count`` blocks over the embedded ``x``, each with its layer's ``extra_kv`` (which
+        ``mask`` covers first) and adapter, then the backbone's final layer norm. While generating, the tokens' keys
+        and values go to ``caches`` at ``positions``."""
         config = self.config
         for index in range(count):
             hooks = ({} if adapters is None else
                      residual_hooks(adapters[index], config.adapter_placement, config.double_adapter_bug))
-            x = self.backbone.blocks[index](x, mask, positions, _joined(slots[index]), **hooks,
+            x = self.backbone.blocks[index](x, mask, positions, extra_kv[index], **hooks,
                                             cache=caches[index] if caches else None)
         return self.backbone.ln_f(x)
 
@@ -135,8 +145,8 @@ class AdaVAE(nn.Module):
         prefixes = self.encoder_prefix(inputs.shape[0]) if self.encoder_prefix is not None else None
         keys = input_mask[:, None, None, :]  # [B, 1, 1, T]: every query sees every real token
         mask = prepend_visible_keys(keys, self.config.prefix_length if prefixes else 0)
-        slots = [[prefix] for prefix in prefixes] if prefixes else [[]] * self.encoder_layers
-        return self._blocks(x, self.encoder_layers, mask, slots, self.encoder_adapters)
+        return self._blocks(x, self.encoder_layers, mask, prefixes or [None] * self.encoder_layers,
+                            self.encoder_adapters)
 
     # ----------------------------------------------------------------------------------------- decoder
     def decode(self, inputs: Tensor, z: Tensor) -> Tensor:
@@ -148,18 +158,25 @@ class AdaVAE(nn.Module):
         T = inputs.shape[1]
         return self._decoder(inputs, z, torch.ones(T, T, dtype=torch.bool, device=inputs.device).tril()[None, None])
 
-    def _decoder(self, inputs: Tensor, z: Tensor, visible: Tensor, positions: Tensor | None = None,
-                 caches: list[LayerCache] | None = None) -> Tensor:
-        """:meth:`decoder_states` where the tokens see the keys ``visible`` (bool ``[B or 1, 1, T, keys]``) besides
-        the latent and prefix slots; while generating, ``inputs`` are the new tokens at ``positions`` and their
-        keys and values go to ``caches``."""
-        layers = len(self.backbone.blocks)
-        x = self.backbone.embed(inputs, positions, offset=self.injection.embedding(z))
-        latent_slots = self.injection.slots(z, layers)
-        prefixes = self.decoder_prefix(inputs.shape[0]) if self.decoder_prefix is not None else None
-        mask = prepend_visible_keys(visible, len(latent_slots[0]) + (self.config.prefix_length if prefixes else 0))
+    def decoder_slots(self, z: Tensor, batch_size: int) -> DecoderSlots:
+        """The decoder layers' extra keys and values for ``z`` [batch_size, latent_size] (:class:`DecoderSlots`)."""
+        latent_slots = self.injection.slots(z, len(self.backbone.blocks))
+        prefixes = self.decoder_prefix(batch_size) if self.decoder_prefix is not None else None
         slots = [latent + ([prefixes[index]] if prefixes else []) for index, latent in enumerate(latent_slots)]
-        return self._blocks(x, layers, mask, slots, self.decoder_adapters, positions, caches)
+        return DecoderSlots([_joined(layer) for layer in slots],
+                            len(latent_slots[0]) + (self.config.prefix_length if prefixes else 0))
+
+    def _decoder(self, inputs: Tensor, z: Tensor, visible: Tensor, positions: Tensor | None = None,
+                 caches: list[LayerCache] | None = None, slots: DecoderSlots | None = None) -> Tensor:
+        """:meth:`decoder_states` where the tokens see the keys ``visible`` (bool ``[B or 1, 1, T, keys]``) besides
+        z's ``slots`` (built here when not given, after the embedding's dropout); while generating, ``inputs`` are
+        the new tokens at ``positions`` and their keys and values go to ``caches``."""
+        x = self.backbone.embed(inputs, positions, offset=self.injection.embedding(z))
+        if slots is None:
+            slots = self.decoder_slots(z, inputs.shape[0])
+        mask = prepend_visible_keys(visible, slots.columns)
+        return self._blocks(x, len(self.backbone.blocks), mask, slots.extra_kv, self.decoder_adapters, positions,
+                            caches)
 
     def forward(self, inputs: Tensor, input_mask: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """One training pass: (per-target negative log-likelihoods ``[B, T]``, 0 at padding; mean, logvar),
@@ -185,15 +202,16 @@ class AdaVAE(nn.Module):
                  top_k: int | None = None, temperature: float = 1.0,
                  generator: torch.Generator | None = None) -> list[list[int]]:
         """Decode each row of ``z`` from BOS until EOS (excluded) or ``max_new_tokens``; each step runs the newest
-        token alone against the keys and values the attention layers cached."""
+        token alone against the keys and values the attention layers cached, and z's slots, built once."""
         tokens = torch.full((z.shape[0], 1), bos_id, dtype=torch.long, device=z.device)
         finished = torch.zeros(z.shape[0], dtype=torch.bool, device=z.device)
         limit = min(max_new_tokens, self.backbone.config.block_size - 1)
         caches = [LayerCache(limit) for _ in self.backbone.blocks]
         columns = torch.arange(limit, device=z.device)
+        slots = self.decoder_slots(z, z.shape[0])
         for step in range(limit):
             states = self._decoder(tokens[:, -1:], z, (columns <= step)[None, None, None], torch.full_like(
-                tokens[:, :1], step), caches)
+                tokens[:, :1], step), caches, slots)
             logits = self.backbone.head(states[:, -1]).float() / temperature
             next_tokens = next_token(logits, top_k, greedy, generator).masked_fill(finished, eos_id)
             tokens = torch.cat([tokens, next_tokens[:, None]], dim=1)
