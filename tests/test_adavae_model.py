@@ -204,10 +204,13 @@ def test_generation_stops_at_eos_and_is_deterministic_when_greedy():
 def test_generation_runs_each_new_token_alone_and_equals_the_whole_prefix(peft, injection):
     model = vae(peft=peft, injection=injection)
     z = torch.randn(3, 6, generator=torch.Generator().manual_seed(4))
-    widths = []
+    widths, built = [], []
     model.backbone.blocks[0].register_forward_hook(lambda module, args, output: widths.append(args[0].shape[1]))
+    decoder_slots = model.decoder_slots
+    model.decoder_slots = lambda *args: built.append(args) or decoder_slots(*args)
     generated = model.generate(z, bos_id=1, eos_id=2, max_new_tokens=8)
     assert widths == [1] * 8  # the new token alone at every step (no row drew EOS here)
+    assert len(built) == 1  # z's slots once for all the steps
     prefix = torch.ones(3, 1, dtype=torch.long)
     with torch.no_grad():  # the reference: the decoder rerun on the whole prefix for every token
         for _ in range(8):
