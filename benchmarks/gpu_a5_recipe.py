@@ -8,7 +8,9 @@ steps ahead of the GPU); bf16 compiled without graphs; bf16 on re-packed rows wi
 CUDA graph (``-captured-packed``: ``trainer.capture_steps=true``, the forward, loss, backward, clipping and AdamW in
 one launch), with eager kernels or compiled ones, the whole model or its repeated block compiled once for all
 layers: ``-blocks-``, ``trainer.compile_scope=blocks``) the real ``train`` command runs, as a subprocess, fresh
-(``resume=never``), with 4 data-loader processes.
+(``resume=never``), with 4 data-loader processes, and with torch.compile's caches (Inductor's, and Triton's inside
+it) empty at the start of each variant's run, as on a user's first run: compiling is part of the recipe's time
+(``--warm-cache`` keeps the machine's caches, e.g. to see what they save).
 The compile options apply to pretraining alone: fine-tuning has 80 steps, too few to repay compiling them.
 
 1. pretraining: ``experiment=cs224n_a5_pretrain`` (650 epochs of span-corrupted wiki.txt, batch 128, lr 6e-3,
@@ -23,15 +25,17 @@ final pretraining loss and gradient norm, exit codes; the GPU, torch and CUDA ve
 ``bench`` extra), else ``<out>/a5_pretrain_curves.csv``. A variant that fails is recorded and the next one runs.
 
     python benchmarks/gpu_a5_recipe.py [--out benchmarks/results/gpu/a5] [--variants vanilla-bf16 ...] [--seeds 0 1 ...]
-                                       [--concurrent]
+                                       [--concurrent] [--warm-cache]
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -79,30 +83,41 @@ def phase_overrides(name: str) -> tuple[list[str], list[str]]:
     return [*common, *overrides], common
 
 
-def train(*overrides: str) -> dict[str, Any]:
-    """One `train` subprocess on the GPU: exit code, wall seconds, its JSON summary (empty on failure), and when it
-    started (epoch seconds, as the metrics' ``time``)."""
+def train(*overrides: str, compile_cache: str | None = None) -> dict[str, Any]:
+    """One `train` subprocess on the GPU (torch.compile's cache in ``compile_cache`` if given): exit code, wall
+    seconds, its JSON summary (empty on failure), and when it started (epoch seconds, as the metrics' ``time``)."""
+    caches = {"TORCHINDUCTOR_CACHE_DIR": compile_cache, "TRITON_CACHE_DIR": os.path.join(compile_cache, "triton")} \
+        if compile_cache else {}
+    env = {**os.environ, **caches}
     started, started_at = time.perf_counter(), time.time()
     result = subprocess.run([sys.executable, "-m", "c4prep.training.cli", *overrides, "trainer.device=cuda",
                              f"trainer.num_workers={LOADER_WORKERS}",
                              "trainer.progress=false", "trainer.tensorboard=false", "resume=never"],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, env=env)
     lines = result.stdout.strip().splitlines()
     summary = json.loads(lines[-1]) if result.returncode == 0 and lines else {}
     return {"returncode": result.returncode, "seconds": round(time.perf_counter() - started, 1), "summary": summary,
             "started_at": started_at, "stderr_tail": result.stderr[-1500:] if result.returncode else ""}
 
 
-def run_variant(out: Path, name: str, seed: int = 0) -> dict[str, Any]:
+def run_variant(out: Path, name: str, seed: int = 0, warm_cache: bool = False) -> dict[str, Any]:
     """Pretraining then fine-tuning and answers, both phases with ``seed`` (the config's: model init, data order,
-    masks, dropout); runs of a seed other than 0 are labelled with it."""
+    masks, dropout), with torch.compile's caches empty at the start unless ``warm_cache``; runs of a seed other than
+    0 are labelled with it."""
+    with tempfile.TemporaryDirectory(prefix="a5_compile_cache_") as empty_cache:
+        return _run_variant(out, name, seed, None if warm_cache else empty_cache)
+
+
+def _run_variant(out: Path, name: str, seed: int, compile_cache: str | None) -> dict[str, Any]:
     attention, precision, overrides = VARIANTS[name]
     pretrain_overrides, finetune_overrides = phase_overrides(name)
     label = name if seed == 0 else f"{name}-seed{seed}"
     pre_dir, ft_dir = out / f"{label}_pretrain", out / f"{label}_finetune"
-    pretrain = train("experiment=cs224n_a5_pretrain", f"output_dir={pre_dir}", *pretrain_overrides, f"seed={seed}")
+    pretrain = train("experiment=cs224n_a5_pretrain", f"output_dir={pre_dir}", *pretrain_overrides, f"seed={seed}",
+                     compile_cache=compile_cache)
     row: dict[str, Any] = {"variant": name, "seed": seed, "label": label, "attention": attention,
                            "precision": precision, "overrides": overrides,
+                           "compile_cache": "the machine's" if compile_cache is None else "empty at the start",
                            "pretrain": {k: pretrain[k] for k in ("returncode", "seconds", "stderr_tail")}}
     row["pretrain"]["fit_seconds"] = pretrain["summary"].get("fit_seconds")  # the rest: start-up and exit
     logged = [r for r in read_metrics(pre_dir / "metrics.jsonl") if r["split"] == "train"] \
@@ -114,7 +129,7 @@ def run_variant(out: Path, name: str, seed: int = 0) -> dict[str, Any]:
         row["final_grad_norm"] = logged[-1]["metrics"]["grad_norm"]
     if pretrain["returncode"] == 0:
         finetune = train("experiment=cs224n_a5_finetune", f"init_from={pre_dir}", f"output_dir={ft_dir}",
-                         *finetune_overrides, f"seed={seed}")
+                         *finetune_overrides, f"seed={seed}", compile_cache=compile_cache)
         row["finetune"] = {k: finetune[k] for k in ("returncode", "seconds", "stderr_tail")}
         evaluation = finetune["summary"].get("evaluation") or {}
         row["finetune"].update(fit_seconds=finetune["summary"].get("fit_seconds"),
@@ -166,12 +181,14 @@ def main() -> None:
                         help="run every variant with each seed (the spread of dev accuracy between runs)")
     parser.add_argument("--concurrent", action="store_true",
                         help="run the variants at once on the one GPU: accuracies as alone, wall times not")
+    parser.add_argument("--warm-cache", action="store_true",
+                        help="keep the machine's torch.compile caches (default: each run starts with them empty)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs = [(name, seed) for name in args.variants for seed in args.seeds]
     with ThreadPoolExecutor(len(runs) if args.concurrent else 1) as pool:
         rows = []
-        for row in pool.map(lambda run: run_variant(args.out, *run), runs):
+        for row in pool.map(lambda run: run_variant(args.out, *run, warm_cache=args.warm_cache), runs):
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
     report = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,

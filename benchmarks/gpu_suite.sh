@@ -29,7 +29,8 @@
 #                  -> sdpa_dropout_layouts.jsonl (benchmarks/gpu_sdpa_dropout_layouts.py)
 #   a5_recipe      the CS224N A5 handout recipe, vanilla and synthesizer, bf16 and fp32, each eager and compiled
 #                  with CUDA graphs, bf16 compiled, and bf16 with whole steps captured (benchmarks/gpu_a5_recipe.py):
-#                  pretrain, fine-tune, dev answers; accuracy and wall times -> a5/a5_recipe.json,
+#                  pretrain, fine-tune, dev answers, each variant with torch.compile's caches empty at the start
+#                  (compiling counts, as on a user's first run); accuracy and wall times -> a5/a5_recipe.json,
 #                  a5/a5_pretrain_curves.png (.csv without matplotlib)
 #   t5_throughput  tokens/s of our T5 vs HF T5ForConditionalGeneration, eager and compiled, bf16, then compiled with
 #                  CUDA graphs and our FlexAttention model added: t5_small batch 32 and 128, t5_base batch 32

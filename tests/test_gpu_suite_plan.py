@@ -6,6 +6,7 @@ import importlib.util
 import itertools
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,23 @@ def test_every_variant_makes_a_valid_config_for_both_phases(name):
     pretrain = load_config(["experiment=cs224n_a5_pretrain", *pretrain_overrides])
     finetune = load_config(["experiment=cs224n_a5_finetune", *finetune_overrides])
     assert (pretrain.trainer.precision, finetune.model.attention) == (precision, attention)
+
+
+def test_each_recipe_run_starts_with_empty_compile_caches(tmp_path, monkeypatch):
+    """A whole recipe's time includes its compiling, as on a user's first run: each variant's runs get their own empty
+    Inductor and Triton caches (``--warm-cache`` keeps the machine's)."""
+    seen = []
+
+    def fake_run(command, env, **options):
+        cache = env.get("TORCHINDUCTOR_CACHE_DIR")
+        seen.append((cache, env.get("TRITON_CACHE_DIR"), cache is not None and not any(Path(cache).iterdir())))
+        return subprocess.CompletedProcess(command, 0, '{"evaluation": {}}\n', "")
+
+    monkeypatch.setattr(A5_RECIPE.subprocess, "run", fake_run)
+    for name in ("vanilla-bf16-captured-packed", "vanilla-bf16-compiled-captured-packed"):
+        assert A5_RECIPE.run_variant(tmp_path, name)["compile_cache"] == "empty at the start"
+    assert len(seen) == 4 and all(empty and triton == f"{cache}/triton" for cache, triton, empty in seen)
+    assert seen[0][0] == seen[1][0] != seen[2][0] == seen[3][0]  # pretraining and fine-tuning share one
+    seen.clear()
+    assert A5_RECIPE.run_variant(tmp_path, "vanilla-bf16", warm_cache=True)["compile_cache"] == "the machine's"
+    assert [cache for cache, _, _ in seen] == [None, None]
