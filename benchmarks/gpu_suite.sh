@@ -16,8 +16,9 @@
 #     (benchmarks/gpu_a5_step_profile.py), then the whole recipe of the one whose warm-up and step time project the
 #     shortest pretraining (the recipe took 160 s on an H200 with compiled graphs, 7.35 ms a step, host-bound);
 #   - our FlexAttention compiled with graphs against our dense attention (compiled without graphs: 41.4 against 45.3
-#     ms, its compile 56 s); t5_base as t5_small; the synthesizer's fp32 recipe whole;
-#   - then the tests and the layout check (130-145 s and 5 s): more than one 600 s call.
+#     ms, its compile 56 s); t5_base as t5_small;
+#   - the tests and the layout check (130-145 s and 5 s), then the synthesizer's fp32 recipe whole: more than one
+#     600 s call.
 #
 # Needs the CUDA build of torch==2.13.0 and `pip install -e ".[test,bench]"`; the data in ../shared/data (or
 # $C4PREP_SHARED_DATA): cs224n_a5/, ptb/ and yelp_short_shen/. Steps, each logged to <results>/<step>.log:
@@ -113,14 +114,15 @@ if $QUICK; then  # what earlier leases left unmeasured first
     fi
     t5_flex_graphs t5_small 32 --only "ours compiled" "ours flex compiled"
     t5_step t5_throughput_graphs t5_base 32 --compile-mode reduce-overhead
-    # the issue's synthesizer in fp32, whole (the seventh session's run was cut at step 6,256)
-    step a5_synthesizer-fp32-tf32-graphs-packed "$PYTHON" benchmarks/gpu_a5_recipe.py \
-        --out "$OUT/a5_synthesizer-fp32-tf32-graphs-packed" --variants synthesizer-fp32-tf32-graphs-packed
 fi
 step tests "$PYTHON" -m pytest -m gpu -n 8 -q -ra -p no:cacheprovider -o junit_logging=all \
     tests/test_gpu.py tests/test_gpu_training.py --junitxml="$OUT/tests.xml"
 step sdpa_layouts sh -c "\"$PYTHON\" benchmarks/gpu_sdpa_dropout_layouts.py > \"$OUT/sdpa_dropout_layouts.jsonl\""
-if ! $QUICK; then
+if $QUICK; then  # after the tier, which checks what the figures above rest on (captured steps, T5's kernels)
+    # the issue's synthesizer in fp32, whole (the seventh session's run was cut at step 6,256)
+    step a5_synthesizer-fp32-tf32-graphs-packed "$PYTHON" benchmarks/gpu_a5_recipe.py \
+        --out "$OUT/a5_synthesizer-fp32-tf32-graphs-packed" --variants synthesizer-fp32-tf32-graphs-packed
+else
     step a5_recipe "$PYTHON" benchmarks/gpu_a5_recipe.py --out "$OUT/a5"
     for config in "t5_small 32" "t5_small 128" "t5_base 32"; do
         t5_step t5_throughput $config
