@@ -1,12 +1,14 @@
 """The GPU suite's plan, checked on the CPU so that a GPU lease is not lost to a typo: every A5 recipe variant and T5
 benchmark variant that benchmarks/gpu_suite.sh names exists, the quick suite profiles bf16 candidates with captured
-steps and runs the whole recipe of the fastest, and every variant's overrides make a valid config for both of its
-phases."""
+steps and runs the whole recipe of the fastest (its control flow run with python stood in for), every recipe run
+starts with empty compile caches, and every variant's overrides make a valid config for both of its phases."""
 import importlib.util
 import itertools
+import os
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,45 @@ def test_each_recipe_run_starts_with_empty_compile_caches(tmp_path, monkeypatch)
     seen.clear()
     assert A5_RECIPE.run_variant(tmp_path, "vanilla-bf16", warm_cache=True)["compile_cache"] == "the machine's"
     assert [cache for cache, _, _ in seen] == [None, None]
+
+
+STAND_IN = """#!/usr/bin/env bash
+# python's stand-in: records each call; the CUDA check passes; each profile reports its projection
+echo "$*" >> "{calls}"
+case "$1" in
+  -c) exit 0 ;;
+  -) cat > /dev/null; echo '{{}}' ;;
+  benchmarks/gpu_a5_step_profile.py)
+    if [ "$2" = --fastest-of ]; then exec "{python}" "$@"; fi
+    case "$3" in *-compiled-captured-packed) p=80 ;; *) p=95 ;; esac
+    echo "{{\\"variant\\": \\"$3\\", \\"projected_pretraining_s\\": $p}}" ;;
+esac
+"""
+
+
+def _quick_suite(tmp_path, **env) -> list[str]:
+    """The quick suite's calls, in order, with python stood in for (nothing is measured)."""
+    calls, stand_in = tmp_path / "calls", tmp_path / "python"
+    stand_in.write_text(STAND_IN.format(calls=calls, python=sys.executable))
+    stand_in.chmod(0o755)
+    result = subprocess.run(["bash", str(BENCHMARKS / "gpu_suite.sh"), "--quick", str(tmp_path / "out")],
+                            env={**os.environ, "PYTHON": str(stand_in), **env}, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return calls.read_text().splitlines()[2:]  # after the set-up checks
+
+
+def test_the_quick_suite_runs_the_recipe_of_the_profiled_candidate_it_projects_fastest(tmp_path):
+    calls = _quick_suite(tmp_path)
+    profiled = [call.split("--variant ")[1] for call in calls if "--variant " in call]
+    assert profiled == _a5_candidates()
+    recipes = [call for call in calls if call.startswith("benchmarks/gpu_a5_recipe.py")]
+    assert recipes[0].endswith("--variants vanilla-bf16-compiled-captured-packed")
+    order = [next(i for i, call in enumerate(calls) if key in call)
+             for key in ("t5_small", "--fastest-of", "gpu_a5_recipe.py", "-m pytest", "synthesizer-fp32")]
+    assert order == sorted(order)
+
+
+def test_a_later_call_runs_the_named_recipe_and_the_steps_named(tmp_path):
+    calls = _quick_suite(tmp_path, STEPS="a5_recipe_fastest tests", A5_RECIPE_VARIANT="vanilla-bf16-captured-packed")
+    assert [call.split()[:2] for call in calls] == [["benchmarks/gpu_a5_recipe.py", "--out"], ["-m", "pytest"]]
+    assert calls[0].endswith("a5_vanilla-bf16-captured-packed --variants vanilla-bf16-captured-packed")
