@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,8 @@ def run_variant(out: Path, name: str, seed: int = 0, warm_cache: bool = False) -
     """Pretraining then fine-tuning and answers, both phases with ``seed`` (the config's: model init, data order,
     masks, dropout), with torch.compile's caches empty at the start unless ``warm_cache``; runs of a seed other than
     0 are labelled with it."""
-    with tempfile.TemporaryDirectory(prefix="a5_compile_cache_") as empty_cache:
-        return _run_variant(out, name, seed, None if warm_cache else empty_cache)
+    with nullcontext() if warm_cache else tempfile.TemporaryDirectory(prefix="a5_compile_cache_") as compile_cache:
+        return _run_variant(out, name, seed, compile_cache)
 
 
 def _run_variant(out: Path, name: str, seed: int, compile_cache: str | None) -> dict[str, Any]:

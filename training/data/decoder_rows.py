@@ -100,4 +100,3 @@ def pack_padded_rows(rows: Sequence[dict[str, np.ndarray]], length: int) -> list
     packed["segment_ids"].reshape(-1)[target] = np.repeat(numbers, sizes)
     packed["positions"].reshape(-1)[target] = within
     return [{name: array[b] for name, array in packed.items()} for b in range(count)]
-
