@@ -146,8 +146,9 @@ ADAMW_3E3 = ["optimizer=adamw", "optimizer.lr=3e-3", "schedule=constant", "~sche
 
 @pytest.mark.parametrize("optimizer", [[], ADAMW_3E3], ids=["adafactor-t5-sample", "adamw-3e-3"])
 def test_t5_bf16_tracks_fp32_with_dropout(optimizer, ptb_tokens, tmp_path, record_property):
-    """T5 with dropout 0.1 (SDPA's memory-efficient kernel with the float position bias), at t5_sample's
-    Adafactor rate (0.058) and a high AdamW rate."""
+    """T5 with dropout 0.1 at t5_sample's Adafactor rate (0.058) and a high AdamW rate: bf16 on the written-out
+    attention (dropout in bf16 on CUDA, ``writes_attention_out``) against fp32 on SDPA's memory-efficient kernel,
+    which takes the float position bias."""
     curves = {precision: train(t5(ptb_tokens, tmp_path / precision, "model.dropout_rate=0.1",
                                   f"trainer.precision={precision}", *optimizer))[0] for precision in ("fp32", "bf16")}
     record_property("tails", {name: round(tail(curve, T5_TAIL), 4) for name, curve in curves.items()})
