@@ -44,7 +44,8 @@ class OfflineDirectRunner(PipelineRunner):
     Beam 2.77's DirectRunner first tries its Prism runner, which downloads a Go binary from the network and runs
     it, and falls back to the FnApiRunner when that fails. c4prep never reaches the network at run time, so it runs
     the FnApiRunner (in memory or ``--direct_running_mode=multi_processing``) directly, set up as the DirectRunner
-    sets it up, with its stage inputs streamed to the workers (`fn_runner_workarounds`).
+    sets it up, with its stage inputs streamed to the workers (`fn_runner_workarounds`) and its worker processes
+    started through `c4prep.sdk_worker`.
     """
 
     def run_pipeline(self, pipeline, options):
@@ -53,10 +54,11 @@ class OfflineDirectRunner(PipelineRunner):
         from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
         from c4prep.fn_runner_workarounds import streaming_stage_inputs
+        from c4prep.sdk_worker import workers_started_here
 
         encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
         provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-        with streaming_stage_inputs():
+        with streaming_stage_inputs(), workers_started_here():
             return fn_runner.FnApiRunner(provision_info=provision).run_pipeline(pipeline, options)
 
 

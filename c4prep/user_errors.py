@@ -68,11 +68,18 @@ def reported_as_user_errors(*error_types: type[BaseException]) -> Iterator[None]
 
 
 def quiet_engine_logs() -> None:
-    """Keep Beam's own error logs (worker tracebacks of an error c4prep reports in one line) off the terminal,
-    unless ``--debug``."""
+    """Keep Beam's own error logs (worker tracebacks of an error c4prep reports in one line) and its import-time
+    notice about BigQuery's client off the terminal, unless ``--debug``. Call it before Beam is imported."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not debug_requested():
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+        logging.getLogger().addFilter(not_beams_bigquery_notice)  # a no-op when added before
+
+
+def not_beams_bigquery_notice(record: logging.LogRecord) -> bool:
+    """False for the warning ``import apache_beam`` logs on the root logger where google-apitools (Beam's ``gcp``
+    extra) is not installed, as after `pip install c4prep`: c4prep uses no BigQuery client."""
+    return not record.getMessage().startswith("apitools not found, and bigquery client libraries")
 
 
 def refuse_unknown_options(ctx: click.Context, command: str) -> None:

@@ -81,6 +81,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     With --dry_run=True the job is built and validated for the runner but not run; --dataflow_job_file=FILE then
     receives its job graph.
     """
+    quiet_engine_logs()
     from c4prep.dask_warm_up import dask_cluster, warm_up_cluster
 
     cluster = dask_cluster(runner, ctx.args)
@@ -97,7 +98,6 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     from .run_c4 import DataLossError, InputError, RunConfig, bundled_sample, run_c4
     from .variants import VariantError, load_variant
 
-    quiet_engine_logs()
     refuse_unknown_options(ctx, "c4prep run")
     if not inputs and not input_list:
         inputs = (bundled_sample(),)

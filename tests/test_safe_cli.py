@@ -169,3 +169,41 @@ def test_click_usage_errors_are_one_line(args, expected):
     import sys
     done = subprocess.run([str(Path(sys.executable).parent / "c4prep"), *args], capture_output=True, text=True)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", expected + "\n")
+
+
+
+@pytest.fixture
+def without_beams_gcp_extra(tmp_path) -> dict[str, str]:
+    """The environment of a process without Beam's ``gcp`` extra, as after `pip install c4prep`: `import apache_beam`
+    then logs a warning about BigQuery's client on the root logger. The tests' own environment has the extra, so a
+    package that fails to import stands in for the missing google-apitools."""
+    import os
+    shadow = tmp_path / "without_gcp_extra"
+    (shadow / "apitools").mkdir(parents=True)
+    (shadow / "apitools" / "__init__.py").write_text("raise ImportError('google-apitools is not installed')\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")]))}
+
+
+def _c4prep(env: dict[str, str], *args: str, cwd: Path):
+    import subprocess
+    import sys
+    return subprocess.run([str(Path(sys.executable).parent / "c4prep"), *args], capture_output=True, text=True,
+                          env=env, cwd=cwd)
+
+
+@pytest.mark.parametrize("command", ["run", "tokenize"])
+def test_one_line_also_where_beams_gcp_extra_is_not_installed(command, without_beams_gcp_extra, tmp_path):
+    done = _c4prep(without_beams_gcp_extra, command, "--outptu", str(tmp_path / "out"), cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", (
+        f"Error: unknown option --outptu (did you mean --output?): neither `c4prep {command}` nor the Beam runner "
+        f"knows it, so nothing ran; see `c4prep {command} --help`\n"))
+
+
+def test_worker_processes_keep_their_logs_off_the_terminal(without_beams_gcp_extra, webdata, tmp_path):
+    """Beam's SDK worker processes (``multi_processing``) without the ``gcp`` extra: their start-up and bundle logs
+    go to the runner, not to the terminal (about 40 lines before `c4prep.sdk_worker` started them)."""
+    done = _c4prep(without_beams_gcp_extra, "run", "--input", str(webdata / SAMPLE_NAME), "--output",
+                   str(tmp_path / "out"), "--num-shards", "1", "--no-progress", "--direct_running_mode=multi_processing",
+                   "--direct_num_workers=2", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "84 documents" in done.stdout

@@ -94,13 +94,13 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
 
     Any other option (e.g. --direct_running_mode=multi_processing --direct_num_workers=2) is passed to Beam.
     """
+    quiet_engine_logs()
     from c4prep.manifest import ManifestError
     from c4prep.runner_results import JobInputError, RunnerSetupError
 
     from .run_tokenize import NAMESPACE, TokenizeConfig, TokenizeError, run_tokenize
     from .train_vocab import VocabError
 
-    quiet_engine_logs()
     refuse_unknown_options(ctx, "c4prep tokenize")
     config = TokenizeConfig(input=input_, vocab=vocab_, output=output, extra_ids=extra_ids, runner=runner,
                             num_threads=num_threads, format=shard_format)
