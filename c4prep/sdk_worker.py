@@ -6,11 +6,16 @@ warning through `logging.warning`, which installs a stderr handler on a root log
 (`logging.basicConfig`). Beam's worker (`sdk_worker_main`) then sets the root level to INFO, so its records, which
 it sends to the runner over the Fn API, reached the terminal too: about 40 lines a run with 2 workers. With a
 `NullHandler` on the root first they go to the runner alone, as where the extra is installed.
+
+A bundle that fails in a worker: Beam's worker prints its traceback to stderr before it sends the same traceback to
+the runner in its response, from which c4prep reports the error (one line; with ``--debug`` the traceback). That print
+is left out here (`no_print_to_stderr`), so the one line is all a failed run shows, as in memory.
 """
 from __future__ import annotations
 
 import logging
 import runpy
+import sys
 from contextlib import AbstractContextManager
 
 BEAM_WORKER = "apache_beam.runners.worker.sdk_worker_main"
@@ -31,6 +36,16 @@ def workers_started_here() -> AbstractContextManager[None]:
     return replaced((SubprocessSDKEnvironment, "from_command_string", from_command_string))
 
 
+def no_print_to_stderr(*values: object, file=None, **options) -> None:
+    """`print`, except to stderr: in place of the builtin in Beam's `sdk_worker` module, whose one print is a failed
+    instruction's traceback."""
+    if file is not sys.stderr:
+        print(*values, file=file, **options)
+
+
 if __name__ == "__main__":
     logging.getLogger().addHandler(logging.NullHandler())
+    from apache_beam.runners.worker import sdk_worker
+
+    sdk_worker.print = no_print_to_stderr
     runpy.run_module(BEAM_WORKER, run_name="__main__", alter_sys=True)

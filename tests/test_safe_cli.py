@@ -207,3 +207,15 @@ def test_worker_processes_keep_their_logs_off_the_terminal(without_beams_gcp_ext
                    "--direct_num_workers=2", cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
     assert "84 documents" in done.stdout
+
+
+def test_a_worker_processes_failure_is_one_line(sample_documents, sample_vocab, tmp_path):
+    """A damaged shard found by a ``multi_processing`` worker: the one line alone (Beam's worker printed the
+    traceback to its stderr too, 66 lines, before `c4prep.sdk_worker` started it)."""
+    import os
+    damaged, path = _damaged_copy(sample_documents, tmp_path)
+    done = _c4prep(dict(os.environ), "tokenize", "--input", str(damaged), "--vocab", str(sample_vocab), "--output",
+                   str(tmp_path / "tokens"), "--direct_running_mode=multi_processing", "--direct_num_workers=2",
+                   cwd=tmp_path)
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+    assert done.stderr.startswith(f"Error: {path} does not match its recorded SHA-256 (same size, other bytes)")
