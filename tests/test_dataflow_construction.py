@@ -105,12 +105,16 @@ def _container_image(environment: dict) -> str:
     return beam_runner_api_pb2.DockerPayload.FromString(base64.b64decode(environment["payload"])).container_image
 
 
-def test_dataflow_dry_run_writes_a_small_job_graph_offline_with_the_package(tmp_path, long_path_list, no_network):
+def test_dataflow_dry_run_writes_a_small_job_graph_offline_with_the_package(tmp_path, long_path_list, no_network,
+                                                                            capfd):
     graph = _dataflow_dry_run(tmp_path, long_path_list, [])
     labels = {transform["uniqueName"] for transform in graph["components"]["transforms"].values()}
     assert {"ReadInput/ReadPathList/ReadAllFiles", "DedupText", "WriteShards/WriteShard"} <= labels
     (environment,) = _environments(graph)
     assert "workflow.tar.gz" in _staged_names(environment)  # c4prep's setup.py, built into an sdist for workers
+    # ... by `python -m build` (a dependency): Beam falls back to `setup.py sdist` after the child process's "No
+    # module named build" on stderr, and that fallback fails where setuptools is missing, as in Python 3.12+ venvs
+    assert "No module named" not in capfd.readouterr().err
     assert _container_image(environment).endswith("beam_python3.11_sdk:2.77.0")  # Dataflow's stock SDK image
 
 
