@@ -1,6 +1,9 @@
 """`c4prep` refuses what would lose or replace data, in one line with exit status 2: unknown options, runs that
 keep no page, damaged shards; a folder as --input means its files; --debug shows the traceback."""
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -165,11 +168,14 @@ def test_an_output_that_becomes_unwritable_is_one_line(webdata, tmp_path, monkey
 ])
 def test_click_usage_errors_are_one_line(args, expected):
     """Click's own usage errors too: one line on stderr and exit 2, no usage block (run as a user runs it)."""
-    import subprocess
-    import sys
-    done = subprocess.run([str(Path(sys.executable).parent / "c4prep"), *args], capture_output=True, text=True)
+    done = _c4prep(*args)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", expected + "\n")
 
+
+def _c4prep(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The `c4prep` console script run as a user runs it, in its own process."""
+    return subprocess.run([str(Path(sys.executable).parent / "c4prep"), *args], capture_output=True, text=True,
+                          env=env, cwd=cwd)
 
 
 @pytest.fixture
@@ -177,23 +183,16 @@ def without_beams_gcp_extra(tmp_path) -> dict[str, str]:
     """The environment of a process without Beam's ``gcp`` extra, as after `pip install c4prep`: `import apache_beam`
     then logs a warning about BigQuery's client on the root logger. The tests' own environment has the extra, so a
     package that fails to import stands in for the missing google-apitools."""
-    import os
     shadow = tmp_path / "without_gcp_extra"
     (shadow / "apitools").mkdir(parents=True)
     (shadow / "apitools" / "__init__.py").write_text("raise ImportError('google-apitools is not installed')\n")
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")]))}
 
 
-def _c4prep(env: dict[str, str], *args: str, cwd: Path):
-    import subprocess
-    import sys
-    return subprocess.run([str(Path(sys.executable).parent / "c4prep"), *args], capture_output=True, text=True,
-                          env=env, cwd=cwd)
-
 
 @pytest.mark.parametrize("command", ["run", "tokenize"])
 def test_one_line_also_where_beams_gcp_extra_is_not_installed(command, without_beams_gcp_extra, tmp_path):
-    done = _c4prep(without_beams_gcp_extra, command, "--outptu", str(tmp_path / "out"), cwd=tmp_path)
+    done = _c4prep(command, "--outptu", str(tmp_path / "out"), env=without_beams_gcp_extra, cwd=tmp_path)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", (
         f"Error: unknown option --outptu (did you mean --output?): neither `c4prep {command}` nor the Beam runner "
         f"knows it, so nothing ran; see `c4prep {command} --help`\n"))
@@ -202,9 +201,9 @@ def test_one_line_also_where_beams_gcp_extra_is_not_installed(command, without_b
 def test_worker_processes_keep_their_logs_off_the_terminal(without_beams_gcp_extra, webdata, tmp_path):
     """Beam's SDK worker processes (``multi_processing``) without the ``gcp`` extra: their start-up and bundle logs
     go to the runner, not to the terminal (about 40 lines before `c4prep.sdk_worker` started them)."""
-    done = _c4prep(without_beams_gcp_extra, "run", "--input", str(webdata / SAMPLE_NAME), "--output",
-                   str(tmp_path / "out"), "--num-shards", "1", "--no-progress", "--direct_running_mode=multi_processing",
-                   "--direct_num_workers=2", cwd=tmp_path)
+    done = _c4prep("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(tmp_path / "out"), "--num-shards",
+                   "1", "--no-progress", "--direct_running_mode=multi_processing", "--direct_num_workers=2",
+                   env=without_beams_gcp_extra, cwd=tmp_path)
     assert (done.returncode, done.stderr) == (0, "")
     assert "84 documents" in done.stdout
 
@@ -212,9 +211,8 @@ def test_worker_processes_keep_their_logs_off_the_terminal(without_beams_gcp_ext
 def test_a_worker_processes_failure_is_one_line(sample_documents, sample_vocab, tmp_path):
     """A damaged shard found by a ``multi_processing`` worker: the one line alone (Beam's worker printed the
     traceback to its stderr too, 66 lines, before `c4prep.sdk_worker` started it)."""
-    import os
     damaged, path = _damaged_copy(sample_documents, tmp_path)
-    done = _c4prep(dict(os.environ), "tokenize", "--input", str(damaged), "--vocab", str(sample_vocab), "--output",
+    done = _c4prep("tokenize", "--input", str(damaged), "--vocab", str(sample_vocab), "--output",
                    str(tmp_path / "tokens"), "--direct_running_mode=multi_processing", "--direct_num_workers=2",
                    cwd=tmp_path)
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
