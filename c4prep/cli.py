@@ -8,7 +8,7 @@ from c4prep.training.export.cli import export
 from c4prep.user_errors import OneLineErrorsGroup
 
 
-@click.group(cls=OneLineErrorsGroup)
+@click.group(name="c4prep", cls=OneLineErrorsGroup)
 @click.version_option(__version__, prog_name="c4prep")
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of its one line.")
 def main(debug: bool) -> None:

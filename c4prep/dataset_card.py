@@ -65,9 +65,10 @@ def _front_matter(manifest: Manifest, title: str) -> str:
         "size_categories": [_size_category(sum(split.num_rows for split in manifest.splits.values()))],
         "tags": ["c4", "c4prep"],
     }
-    if paths:  # a split without rows has no file, and no entry: `datasets` refuses a split without data
-        header["configs"] = [{"config_name": "default",
-                              "data_files": [{"split": split, "path": files} for split, files in paths.items()]}]
+    # A split without rows has no file, and no entry (`datasets` refuses a split without data); without any, the
+    # empty list makes `load_dataset` say that there is no data, where it would load manifest.json as the data.
+    header["configs"] = [{"config_name": "default",
+                          "data_files": [{"split": split, "path": files} for split, files in paths.items()]}]
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=1000) + "---\n"
 
 

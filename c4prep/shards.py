@@ -44,10 +44,18 @@ class ShardInfo:
     sha256: str
 
 
+class UnsupportedUriError(ValueError):
+    """A URI whose scheme no pyarrow filesystem reads (message names it and the schemes that work)."""
+
+
 def resolve_uri(uri: str) -> tuple[pafs.FileSystem, str]:
     """Return ``(filesystem, path)`` for a URI; a plain path is local (made absolute)."""
     if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
+        try:
+            return pafs.FileSystem.from_uri(uri)
+        except pa.ArrowInvalid:
+            raise UnsupportedUriError(f"{uri}: no filesystem reads {uri.split('://')[0]}:// paths; use a local "
+                                      "path, s3://, gs://, hdfs:// or abfs://") from None
     return pafs.LocalFileSystem(), os.path.abspath(uri)
 
 

@@ -34,7 +34,8 @@ class ReadInputFiles(beam.PTransform):
 
     Patterns are expanded and the path list is read on the workers (`MatchAll`, `ReadAllFromText`, which every
     runner supports, Dask included), and the paths reshuffled, so a listing of tens of thousands of WET files never
-    becomes a huge `Create` in the job graph.
+    becomes a huge `Create` in the job graph. A listed path is read as it is, not matched: one that does not exist
+    is a `missing_file` input problem.
     """
 
     def __init__(self, patterns: list[str], path_list: str | None = None, path_prefix: str = "") -> None:
@@ -46,7 +47,7 @@ class ReadInputFiles(beam.PTransform):
     def expand(self, pbegin):
         if self.path_list:
             prefix = self.path_prefix
-            patterns = (
+            paths = (
                 pbegin
                 | "PathList" >> beam.Create([self.path_list])
                 | "ReadPathList" >> beam.io.ReadAllFromText(compression_type=CompressionTypes.AUTO)
@@ -54,11 +55,14 @@ class ReadInputFiles(beam.PTransform):
                 | "SkipBlankPaths" >> beam.Filter(lambda path: path != prefix)
             )
         else:
-            patterns = pbegin | "Patterns" >> beam.Create(self.patterns)
+            paths = (
+                pbegin
+                | "Patterns" >> beam.Create(self.patterns)
+                | "Match" >> fileio.MatchAll(fileio.EmptyMatchTreatment.ALLOW)
+                | "Paths" >> beam.Map(lambda metadata: metadata.path)
+            )
         return (
-            patterns
-            | "Match" >> fileio.MatchAll(fileio.EmptyMatchTreatment.ALLOW)
-            | "Paths" >> beam.Map(lambda metadata: metadata.path)
+            paths
             | "SpreadFiles" >> beam.Reshuffle()
             | "ReadRecords" >> beam.ParDo(_ReadFile())
         )

@@ -146,13 +146,21 @@ def select_newest_page(pages: Iterable[Page]) -> Page:
 
 
 def load_realnews_domains(path: str | None = None) -> dict[str, bool | list[str]]:
-    """The RealNews domain map (grover @ 38f7184, vendored): registered domain -> True or allowed subdomains."""
+    """The RealNews domain map (grover @ 38f7184, vendored): registered domain -> True or allowed subdomains.
+    A ``ValueError`` saying what is wrong when the file at ``path`` is not such a map in JSON."""
     if path is None:
-        text = _package_data("realnews/domain_to_allowed_subdomains.json")
-    else:
+        return json.loads(_package_data("realnews/domain_to_allowed_subdomains.json"))
+    try:
         with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    return json.loads(text)
+            domains = json.load(handle)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not JSON ({error})") from None
+    if not isinstance(domains, dict) or not all(
+            value is True or (isinstance(value, list) and all(isinstance(name, str) for name in value))
+            for value in domains.values()):
+        raise ValueError(f"{path} is not a JSON object of domain -> true or a list of allowed subdomains "
+                         "(grover's domain_to_allowed_subdomains.json)")
+    return domains
 
 
 @functools.cache

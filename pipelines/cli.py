@@ -91,6 +91,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
 
     from c4prep.beam_runs import is_dry_run
     from c4prep.manifest import ManifestError
+    from c4prep.shards import UnsupportedUriError
     from c4prep.progress import ProgressSettings
     from c4prep.runner_results import JobInputError, LostWorkerError, RunnerSetupError
 
@@ -118,7 +119,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     click.echo(f"Running the C4 {corpus_variant.name} pipeline on {runner} -> {output}")
     started = time.monotonic()
     with reported_as_user_errors(InputError, ManifestError, RunnerSetupError, DataLossError, JobInputError,
-                                 LostWorkerError):
+                                 LostWorkerError, UnsupportedUriError):
         result = run_c4(config, ctx.args, ProgressSettings(format_progress, interval) if interval else None)
     elapsed = time.monotonic() - started
     click.echo("\n" + format_funnel(result.funnel))

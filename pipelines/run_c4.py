@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 
@@ -25,11 +24,8 @@ from .beam_dedup import DEFAULT_CLAIM_BUCKETS, claim_buckets, dedup_transform
 from .beam_near_dedup import NearDedup
 from .funnel import Funnel, build_funnel, input_problem_counts
 from .funnel_plot import render_funnel_png, write_funnel_plot
+from .input_selection import InputError, check_beam_filesystem, expand_folders, listed_paths, matched_files
 from .variants import BUNDLED, CorpusVariant, load_variant
-
-
-class InputError(ValueError):
-    """The user's input selection cannot be read (message says what and how to fix it)."""
 
 
 class EmptyRunError(InputError):
@@ -72,13 +68,6 @@ def bundled_sample() -> str:
     return str(sample)
 
 
-def expand_folders(patterns: list[str]) -> list[str]:
-    """Input patterns with each folder (a local folder, or any pattern ending in '/') standing for every file below
-    it, recursively."""
-    return [join_uri(pattern, "**") if pattern.endswith("/") or os.path.isdir(pattern) else pattern
-            for pattern in patterns]
-
-
 def one_partition_per_file(files: list[str], beam_args: list[str]) -> list[str]:
     """For the DaskRunner: `--dask_npartitions` = the input file count added to the Beam options, unless they set
     the partitions already (the job then reads each file of `check_inputs` as its own pattern).
@@ -92,19 +81,20 @@ def one_partition_per_file(files: list[str], beam_args: list[str]) -> list[str]:
 
 
 def check_inputs(config: RunConfig) -> list[str]:
-    """Fail fast, with one clear line, when an input pattern or the path list matches nothing; the files the input
-    patterns match, sorted and each once (none for a path list, which the job reads itself)."""
-    selections = [config.path_list] if config.path_list else expand_folders(config.inputs)
-    if not selections:
-        raise InputError("no input given: pass --input PATTERN (repeatable) or --input-list FILE")
-    files = set()
-    for pattern in selections:
-        matched = FileSystems.match([pattern])[0].metadata_list
-        if not matched:
-            raise InputError(f"input not found: {pattern!r} matches no file; check the path or glob (a folder "
-                             "of a remote filesystem ends in '/')")
-        files.update(metadata.path for metadata in matched)
-    return [] if config.path_list else sorted(files)
+    """Fail fast, with one clear line, on input the job could not read (`input_selection`): the files the input
+    patterns match, or the paths the path list names; and the variant's URL lists."""
+    if config.path_list and config.inputs:
+        raise InputError("give --input or --input-list, not both: a run reads either its patterns or its list")
+    if config.path_prefix and not config.path_list:
+        raise InputError("--input-prefix goes before each path of --input-list: give --input-list FILE too, or drop "
+                         "--input-prefix")
+    for url_list in config.variant.webtext_urls:
+        check_beam_filesystem(url_list, "--webtext-urls")
+        if not FileSystems.exists(url_list):
+            raise InputError(f"--webtext-urls {url_list} does not exist: give a file of URLs, one per line")
+    if config.path_list:
+        return listed_paths(config.path_list, config.path_prefix)
+    return matched_files(config.inputs)
 
 
 def check_publishable(funnel: Funnel, config: RunConfig) -> None:
@@ -130,14 +120,6 @@ def check_publishable(funnel: Funnel, config: RunConfig) -> None:
         why = f"kept none of the {funnel.pages_in:,} pages it read (dropped most: {top})"
     raise EmptyRunError(f"the run {why}, so it did not publish an empty corpus: {config.output} is unchanged. "
                         "Check --input, or pass --allow-empty to publish an empty corpus")
-
-
-def input_file_count(config: RunConfig, files: list[str]) -> int:
-    """How many input files the job reads: the files `check_inputs` matched, or the paths the path list names."""
-    if not config.path_list:
-        return len(files)
-    with FileSystems.open(config.path_list) as listing:  # decompressed as its name says (wet.paths.gz)
-        return sum(1 for line in listing.read().splitlines() if line.strip())
 
 
 def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str,
@@ -220,8 +202,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
         input_files, beam_args = files, one_partition_per_file(files, beam_args)
     options = pipeline_options(config.runner, beam_args)
     with job_pipeline(options) as pipeline, staged_output(config.output) as staging:
-        build_c4_pipeline(pipeline, config, staging.uri, input_files,
-                          claim_buckets(input_file_count(config, files)))
+        build_c4_pipeline(pipeline, config, staging.uri, input_files, claim_buckets(len(files)))
         counters = run_to_completion(pipeline, options, progress)
         funnel = build_funnel(counters)
         check_publishable(funnel, config)

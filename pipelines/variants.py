@@ -10,9 +10,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from .c4_rules import load_realnews_domains
 from .dedup import DEDUP_MODES
 from .near_dedup import NearDedupConfig
 
@@ -53,7 +55,10 @@ def _preset_text(name_or_path: str) -> str:
     if name_or_path.endswith((".yaml", ".yml")) or path.is_file():
         if not path.is_file():
             raise VariantError(f"variant file not found: {name_or_path}")
-        return path.read_text(encoding="utf-8")
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise VariantError(f"variant file {name_or_path} is not UTF-8 text: give a YAML file") from None
     if name_or_path not in preset_names():
         raise VariantError(f"unknown variant {name_or_path!r}: use one of {', '.join(preset_names())} "
                            "or the path of a YAML file")
@@ -72,6 +77,10 @@ def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
         message = str(error).splitlines()[0]
         where = f"{error.full_key}: " if error.full_key and error.full_key not in message else ""
         raise VariantError(f"variant {name_or_path!r}: {where}{message}") from None
+    except yaml.YAMLError as error:
+        where = f" (line {error.problem_mark.line + 1})" if getattr(error, "problem_mark", None) else ""
+        raise VariantError(f"variant {name_or_path!r} is not valid YAML{where}: "
+                           f"{getattr(error, 'problem', None) or error}") from None
     try:
         near_dedup_params = NearDedupConfig(**values.pop("near_dedup_params"))
     except ValueError as error:
@@ -83,6 +92,15 @@ def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
     if variant.webtext_filter and not variant.webtext_urls:
         raise VariantError(f"variant {variant.name!r} keeps only listed URLs: pass --webtext-urls FILE "
                            "(one URL per line; repeatable)")
-    if variant.realnews_domains not in (None, BUNDLED) and not Path(variant.realnews_domains).is_file():
-        raise VariantError(f"variant {variant.name!r}: realnews_domains file not found: {variant.realnews_domains}")
+    if variant.webtext_urls and not variant.webtext_filter:
+        raise VariantError(f"variant {variant.name!r} does not filter by URL, so it would ignore --webtext-urls: "
+                           "use --variant webtextlike (or webtext_filter: true in a variant file)")
+    if variant.realnews_domains not in (None, BUNDLED):
+        if not Path(variant.realnews_domains).is_file():
+            raise VariantError(f"variant {variant.name!r}: realnews_domains file not found: "
+                               f"{variant.realnews_domains}")
+        try:
+            load_realnews_domains(variant.realnews_domains)
+        except ValueError as error:
+            raise VariantError(f"variant {variant.name!r}: realnews_domains: {error}") from None
     return variant

@@ -92,12 +92,16 @@ def test_a_run_that_keeps_no_page_leaves_the_published_corpus(published, tmp_pat
     assert _snapshot(published) == before
 
 
-def test_allow_empty_publishes_an_empty_corpus(tmp_path):
+def test_allow_empty_publishes_an_empty_corpus(tmp_path, monkeypatch):
     (tmp_path / "empty.jsonl").write_text("")
     result = _invoke("run", "--input", str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "out"),
                      "--allow-empty")
     assert result.exit_code == 0, result.output
     assert sum(split.num_rows for split in read_manifest(str(tmp_path / "out")).splits.values()) == 0
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    datasets = pytest.importorskip("datasets")
+    with pytest.raises(datasets.exceptions.DataFilesNotFoundError):  # not manifest.json loaded as the data
+        datasets.load_dataset(str(tmp_path / "out"), cache_dir=str(tmp_path / "cache"))
 
 
 def test_a_folder_as_input_means_every_file_below_it(webdata, tmp_path):

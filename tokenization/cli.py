@@ -55,6 +55,7 @@ def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, lan
     T5's settings: unigram, pad=0 eos=1 unk=2, no BOS, NFKC, character coverage 0.9995.
     """
     from c4prep.manifest import ManifestError
+    from c4prep.shards import UnsupportedUriError
 
     from .train_vocab import VocabConfig, VocabError, train_vocabulary
 
@@ -63,7 +64,7 @@ def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, lan
                          language_ratio=_parse_ratio(language_ratio), splits=list(splits),
                          character_coverage=character_coverage, num_threads=num_threads)
     click.echo(f"Training a {model_type} vocabulary of {vocab_size:,} pieces on {', '.join(config.inputs)}")
-    with reported_as_user_errors(VocabError, ManifestError):
+    with reported_as_user_errors(VocabError, ManifestError, UnsupportedUriError):
         result = train_vocabulary(config)
     card = result.card
     for source in card["sources"]:
@@ -84,7 +85,7 @@ def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, lan
 @click.option("--extra-ids", default=100, show_default=True, help="Sentinel ids after the pieces (T5: 100).")
 @click.option("--runner", default="DirectRunner", show_default=True,
               help="Beam runner: DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...")
-@click.option("--num-threads", default=0, show_default=True,
+@click.option("--num-threads", type=click.IntRange(min=0), default=0, show_default=True,
               help="Encoding threads per worker process; 0: the worker's CPU count.")
 @click.option("--format", "shard_format", type=click.Choice(FORMATS), default="arrow", show_default=True,
               help="Token shard files: Arrow IPC (what `train` reads), Parquet (zstd) or gzipped JSON Lines.")
@@ -96,6 +97,7 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
     """
     quiet_engine_logs()
     from c4prep.manifest import ManifestError
+    from c4prep.shards import UnsupportedUriError
     from c4prep.runner_results import JobInputError, RunnerSetupError
 
     from .run_tokenize import NAMESPACE, TokenizeConfig, TokenizeError, run_tokenize
@@ -106,7 +108,8 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
                             num_threads=num_threads, format=shard_format)
     click.echo(f"Tokenizing {input_} with {vocab_} on {runner} -> {output}")
     started = time.monotonic()
-    with reported_as_user_errors(TokenizeError, VocabError, ManifestError, RunnerSetupError, JobInputError):
+    with reported_as_user_errors(TokenizeError, VocabError, ManifestError, RunnerSetupError, JobInputError,
+                                 UnsupportedUriError):
         result = run_tokenize(config, ctx.args)
     elapsed = time.monotonic() - started
     counters = result.counters.get(NAMESPACE, {})

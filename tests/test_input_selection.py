@@ -1,0 +1,139 @@
+"""What `c4prep run` reads is checked before the job starts: a path list that is not one, an input or output no
+filesystem reads, options that would be ignored, a variant file that is not YAML. Each is one line with exit 2, and
+the output folder is left alone; a listed path that does not exist is a counted input problem."""
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from c4prep.cli import main
+from c4prep.manifest import read_manifest
+
+SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
+
+
+def _refusal(tmp_path: Path, *args: str) -> str:
+    """The one error line of `c4prep ARGS`; fails unless it exited 2 without a traceback and left `out` alone."""
+    result = CliRunner().invoke(main, [*args])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and (result.exception is None or isinstance(result.exception, SystemExit))
+    assert not (tmp_path / "out").exists()
+    return result.output.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def lists(tmp_path, webdata) -> Path:
+    """Files a user might give as --input-list by mistake, and one good list, in `tmp_path`."""
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "not-gzip.txt.gz").write_text("crawl-data/a.warc.wet.gz\n")
+    (tmp_path / "binary.txt").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "blank.txt").write_text("\n  \n")
+    (tmp_path / "cc.paths").write_text("crawl-data/CC-MAIN-2019-30/a.warc.wet.gz\n")
+    (tmp_path / "good.paths").write_text(f"{SAMPLE_NAME}\n")
+    shutil.copy(webdata / SAMPLE_NAME, tmp_path / SAMPLE_NAME)
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--input-list", "folder"], "Error: --input-list {d}/folder is a folder: give a file with one input path per "
+                                 "line (or the folder as --input)"),
+    (["--input-list", "not-gzip.txt.gz"], "Error: cannot read --input-list {d}/not-gzip.txt.gz (Error -3 while "
+                                          "decompressing data: incorrect header check): give a text file of input "
+                                          "paths, one per line (gzipped when its name ends in .gz)"),
+    (["--input-list", "binary.txt"], "Error: --input-list {d}/binary.txt is not a text file of input paths, one per "
+                                     "line"),
+    (["--input-list", "blank.txt"], "Error: --input-list {d}/blank.txt names no path: give one input path per line"),
+    (["--input-list", SAMPLE_NAME], "Error: the first path that --input-list {d}/" + SAMPLE_NAME + " names does not "
+                                    "exist: 'WARC/1.0'; is it a list of input paths, one per line?"),
+    (["--input-list", "cc.paths", "--input-prefix", "/nowhere/"],
+     "Error: the first path that --input-list {d}/cc.paths names (with --input-prefix '/nowhere/') does not exist: "
+     "'/nowhere/crawl-data/CC-MAIN-2019-30/a.warc.wet.gz'; is it a list of input paths, one per line?"),
+    (["--input-list", "good.paths", "--input", SAMPLE_NAME],
+     "Error: give --input or --input-list, not both: a run reads either its patterns or its list"),
+    (["--input", SAMPLE_NAME, "--input-prefix", "s3://commoncrawl/"],
+     "Error: --input-prefix goes before each path of --input-list: give --input-list FILE too, or drop "
+     "--input-prefix"),
+])
+def test_an_input_selection_that_cannot_be_read_is_one_line(lists, args, line):
+    args = [f"{lists}/{arg}" if (lists / arg).exists() else arg for arg in args]
+    assert _refusal(lists, "run", *args, "--output", str(lists / "out")) == line.format(d=lists)
+
+
+def test_a_path_of_no_filesystem_is_one_line_naming_it(lists):
+    line = _refusal(lists, "run", "--input-list", str(lists / "cc.paths"), "--input-prefix",
+                    "https://data.commoncrawl.org/", "--output", str(lists / "out"))
+    assert line.startswith(f"Error: a path of --input-list {lists}/cc.paths: https://data.commoncrawl.org/crawl-data/"
+                           "CC-MAIN-2019-30/a.warc.wet.gz: no Beam filesystem here reads https:// paths (Beam has no "
+                           "HTTP filesystem: Common Crawl's files are also at s3://commoncrawl/); it reads local paths "
+                           "and ")
+    line = _refusal(lists, "run", "--input", "foo://bucket/a.wet", "--output", str(lists / "out"))
+    assert line.startswith("Error: --input foo://bucket/a.wet: no Beam filesystem here reads foo:// paths;")
+
+
+@pytest.mark.parametrize("command", [["run"], ["vocab"], ["tokenize", "--input", "{d}"]])
+@pytest.mark.parametrize("output", ["s3a://bucket/c4", "https://example.org/c4"])
+def test_an_output_of_no_filesystem_is_one_line(tmp_path, command, output):
+    (tmp_path / "manifest.json").write_text("{}")  # tokenize's input must exist for its output to be looked at
+    scheme = output.split("://")[0]
+    line = _refusal(tmp_path, *(arg.format(d=tmp_path) for arg in command), "--output", output)
+    if command[0] != "tokenize":
+        assert line == (f"Error: {output}: no filesystem reads {scheme}:// paths; use a local path, s3://, gs://, "
+                        "hdfs:// or abfs://")
+    else:  # its input is looked at first
+        assert line.startswith(f"Error: {tmp_path}") and "Traceback" not in line
+
+
+def test_an_input_folder_of_no_filesystem_is_one_line(tmp_path):
+    for command in ("vocab", "tokenize"):
+        assert _refusal(tmp_path, command, "--input", "foo://bucket/c4", "--output", str(tmp_path / command)) == \
+            "Error: foo://bucket/c4/manifest.json: no filesystem reads foo:// paths; use a local path, s3://, gs://, " \
+            "hdfs:// or abfs://"
+
+
+@pytest.mark.parametrize("text, line", [
+    (b"name: mine\nclean: [\n", "Error: variant '{v}' is not valid YAML (line 3): expected the node content, but "
+                                "found '<stream end>'"),
+    (b"\xff\xfename: mine\n", "Error: variant file {v} is not UTF-8 text: give a YAML file"),
+    (b"name: mine\nrealnews_domains: {d}/domains.json\n",
+     "Error: variant 'mine': realnews_domains: {d}/domains.json is not a JSON object of domain -> true or a list of "
+     "allowed subdomains (grover's domain_to_allowed_subdomains.json)"),
+    (b"name: mine\nrealnews_domains: {d}/urls.txt\n",
+     "Error: variant 'mine': realnews_domains: {d}/urls.txt is not JSON (Expecting value: line 1 column 1 (char 0))"),
+    (b"name: mine\nwebtext_urls: [{d}/urls.txt]\n",
+     "Error: variant 'mine' does not filter by URL, so it would ignore --webtext-urls: use --variant webtextlike (or "
+     "webtext_filter: true in a variant file)"),
+])
+def test_a_variant_file_that_cannot_be_used_is_one_line(tmp_path, text, line):
+    (tmp_path / "domains.json").write_text('["example.com"]')
+    (tmp_path / "urls.txt").write_text("https://example.org/\n")
+    variant = tmp_path / "mine.yaml"
+    variant.write_bytes(text.replace(b"{d}", str(tmp_path).encode()))
+    assert _refusal(tmp_path, "run", "--variant", str(variant), "--output", str(tmp_path / "out")) == \
+        line.format(v=variant, d=tmp_path)
+
+
+def test_webtext_url_lists_must_exist_and_need_the_webtext_variant(tmp_path):
+    urls = tmp_path / "urls.txt"
+    urls.write_text("https://example.org/\n")
+    assert _refusal(tmp_path, "run", "--variant", "webtextlike", "--webtext-urls", str(urls), "--webtext-urls",
+                    str(tmp_path / "typo.txt"), "--output", str(tmp_path / "out")) == \
+        f"Error: --webtext-urls {tmp_path}/typo.txt does not exist: give a file of URLs, one per line"
+    assert _refusal(tmp_path, "run", "--webtext-urls", str(urls), "--output", str(tmp_path / "out")) == \
+        ("Error: variant 'en' does not filter by URL, so it would ignore --webtext-urls: use --variant webtextlike "
+         "(or webtext_filter: true in a variant file)")
+
+
+def test_a_listed_path_that_does_not_exist_is_a_counted_input_problem(tmp_path, webdata):
+    """Only the first listed path is checked up front (a list may name tens of thousands on a remote store)."""
+    listing = tmp_path / "wet.paths.gz"
+    listing.write_bytes(gzip.compress(f"{webdata / SAMPLE_NAME}\n{tmp_path / 'gone.warc.wet.gz'}\n".encode()))
+    result = CliRunner().invoke(main, ["run", "--input-list", str(listing), "--output", str(tmp_path / "out"),
+                                       "--num-shards", "1", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert read_manifest(str(tmp_path / "out")).counters["read-input"] == {
+        "files": 2, "records": 335, "problem:missing_file": 1}
+    assert result.output.strip().splitlines()[-1] == (
+        "Warning: skipped bad input in 2 input files (1 missing_file); each is logged above and counted under "
+        "'read-input' in the manifest")
