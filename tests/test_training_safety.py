@@ -18,6 +18,7 @@ from c4prep.training import stages
 from c4prep.training.cli import main
 from c4prep.training.config import load_config
 from c4prep.training.config_groups import model_settings
+from c4prep.training.resume_settings import resume_conflicts
 
 # A t5_tiny pre-training run of one step on the sample tokens' train split.
 TINY = ["model=t5_tiny", "objective.inputs_length=128", "objective.targets_length=32", "trainer.global_batch_size=8",
@@ -180,3 +181,56 @@ def test_token_ids_outside_the_vocabulary_are_refused_before_training(tokens, tm
     vocab_size = int(table.schema.metadata[b"vocab_size"])
     assert str(shard) in err and f"token id 65535, outside its vocabulary of {vocab_size} ids" in err
     assert not (tmp_path / "run" / "metrics.jsonl").exists()  # refused before the first step
+
+
+def test_resume_settings_allow_what_only_runs_the_training_differently():
+    recorded = {"stage": "pretrain", "seed": 0, "model": {"name": "t5", "size": "t5_tiny"},
+                "optimizer": {"name": "adamw", "lr": 1e-3}, "data": {"tokens": "/old/tokens"},
+                "schedule": {"options": {"total_steps": 100}},
+                "trainer": {"max_steps": 100, "device": "cpu", "global_batch_size": 8, "log_every": 10}}
+    extended = {**recorded, "data": {"tokens": "/moved/tokens"},  # the data's fingerprint decides, not its path
+                "schedule": {"options": {"total_steps": 200}},
+                "trainer": {**recorded["trainer"], "max_steps": 200, "device": "cuda", "log_every": 1}}
+    assert resume_conflicts(recorded, extended) == []
+    changed = {**recorded, "model": {"name": "t5", "size": "t5_tiny", "d_model": 64},
+               "optimizer": {"name": "adamw", "lr": 0.5}, "trainer": {**recorded["trainer"], "global_batch_size": 4}}
+    assert resume_conflicts(recorded, changed) == [
+        ("model.d_model", None, 64), ("optimizer.lr", 1e-3, 0.5), ("trainer.global_batch_size", 8, 4)]
+    assert resume_conflicts(recorded, {**recorded, "stage": "evaluate", "model": {"name": "gpt"}})[:2] == [
+        ("stage", "pretrain", "evaluate"), ("model.name", "t5", "gpt")]
+    assert resume_conflicts(recorded, {**recorded, "schedule": {"options": {"total_steps": 50}}}) == [
+        ("schedule.options.total_steps", 100, 50)]  # no longer max_steps: the schedule itself changed
+
+
+@pytest.mark.parametrize("change, message", [
+    (["optimizer.lr=0.5"], "optimizer.lr is 1.0 there and 0.5 now;"),
+    (["optimizer=adamw"], "optimizer.name is 'adafactor' there and 'adamw' now (and 1 more);"),
+    (["+model.d_model=64"], "model.d_model is None there and 64 now;"),
+    (["model=gpt_tiny", "objective=prefix_lm", "objective.inputs_length=32", "objective.targets_length=33"],
+     "model.name is 't5' there and 'gpt' now"),
+])
+def test_a_resume_with_other_settings_is_refused_and_keeps_the_runs_record(sample_tokens, tmp_path, capsys, change,
+                                                                          message):
+    """A resume restores the optimizer and schedule, so a new lr would be ignored, a new model not load; and the
+    run's config.yaml, which `evaluate` reads, must stay what it trained with."""
+    assert train(sample_tokens, tmp_path) == 0
+    record = (tmp_path / "run" / "config.yaml").read_text()
+    capsys.readouterr()
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=2", *change) == 2
+    line = one_line_error(capsys)
+    assert message in line and line.endswith(f"give a new output_dir, resume=never to start over in it, or its "
+                                              f"settings ({tmp_path / 'run' / 'config.yaml'})")
+    assert (tmp_path / "run" / "config.yaml").read_text() == record
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=2", "trainer.log_every=1") == 0  # longer, logged more
+    assert "max_steps: 2" in (tmp_path / "run" / "config.yaml").read_text()
+    assert train(sample_tokens, tmp_path, "stage=evaluate", f"init_from={tmp_path / 'run'}",
+                 f"output_dir={tmp_path / 'run'}") == 2
+    assert f"output_dir={tmp_path / 'run'} holds a pretrain run (its checkpoints and config.yaml): give the evaluate " \
+           "stage another output_dir" in one_line_error(capsys)
+
+
+def test_an_output_dir_that_cannot_be_a_folder_is_one_line(sample_tokens, tmp_path, capsys):
+    (tmp_path / "run").write_text("a file")
+    assert train(sample_tokens, tmp_path) == 2
+    assert one_line_error(capsys).endswith(f"output_dir={tmp_path / 'run'} cannot be the run folder: File exists "
+                                           f"({tmp_path / 'run'}); give a folder that can be written")

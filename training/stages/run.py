@@ -11,17 +11,19 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 
 from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
 from ..config import to_yaml
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig, TrainerConfig
-from ..config_runs import trained_run_folder
+from ..config_runs import RUN_CONFIG, trained_run_folder
 from ..data.batches import BatchPlan, make_loader
 from ..data.row_batches import RowBatches, length_order, row_set_eval_batches
 from ..data.row_source import RowSource
 from ..distributed import DistEnv, init_distributed, select_device
 from ..optim import build_optimizer, decay_groups
+from ..resume_settings import resume_conflicts
 from ..schedules import build_schedule
 from ..trainer import BatchLoss, Trainer
 from .data_setup import TrainingData
@@ -54,10 +56,43 @@ def start_run(cfg: TrainConfig) -> RunContext:
     if settings.num_threads:
         torch.set_num_threads(settings.num_threads)
     run_dir = Path(cfg.output_dir)
+    resuming = cfg.resume != "never" and latest_checkpoint(run_dir) is not None
+    if resuming:
+        check_resumable_settings(run_dir, cfg)
     if env.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(to_yaml(cfg))
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            if not resuming:  # a resumed run's settings replace its record once its checkpoint is loaded
+                record_settings(run_dir, cfg)
+        except OSError as error:
+            raise TrainConfigError(f"output_dir={run_dir} cannot be the run folder: {error.strerror} "
+                                   f"({error.filename}); give a folder that can be written") from None
     return RunContext(cfg, settings, env, device, run_dir)
+
+
+def record_settings(run_dir: Path, cfg: TrainConfig) -> None:
+    """The run folder's ``config.yaml``: the settings it trained with, which the stages using the run read."""
+    (run_dir / RUN_CONFIG).write_text(to_yaml(cfg))
+
+
+def check_resumable_settings(run_dir: Path, cfg: TrainConfig) -> None:
+    """A one-line error when the settings ``run_dir`` recorded differ from ``cfg`` in what a resume may not change
+    (`resume_settings`)."""
+    recorded = run_dir / RUN_CONFIG
+    if not recorded.is_file():
+        return
+    conflicts = resume_conflicts(yaml.safe_load(recorded.read_text(encoding="utf-8")) or {},
+                                 yaml.safe_load(to_yaml(cfg)))
+    if not conflicts:
+        return
+    key, old, new = conflicts[0]
+    if key == "stage":
+        raise TrainConfigError(f"output_dir={run_dir} holds a {old} run (its checkpoints and {RUN_CONFIG}): give "
+                               f"the {new} stage another output_dir")
+    more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+    raise TrainConfigError(f"{run_dir} holds a run with other settings, which resuming it would mix with these: "
+                           f"{key} is {old!r} there and {new!r} now{more}; give a new output_dir, resume=never to "
+                           f"start over in it, or its settings ({recorded})")
 
 
 def optimization_from_config(cfg: TrainConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:
@@ -92,7 +127,19 @@ def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
     if state.get("data_fingerprint") != data_fingerprint:
         raise CheckpointError(f"{found} was trained on other data or batch settings; use a new output_dir or "
                               "resume=never to start over")
-    trainer.load_state_dict(state)
+    spec, trained = trainer.checkpoint_extra.get("model_spec", {}), state["model_spec"]
+    changed = sorted(key for key in spec.keys() | trained.keys() if spec.get(key) != trained.get(key))
+    if changed:
+        raise CheckpointError(f"{found} holds another model than the one configured ({changed[0]} is "
+                              f"{trained.get(changed[0])!r} there and {spec.get(changed[0])!r} now); use a new "
+                              "output_dir, resume=never to start over, or the run's model settings")
+    try:
+        trainer.load_state_dict(state)
+    except (KeyError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"{found} does not fit this run's model or optimizer ({type(error).__name__}; "
+                              "--debug shows it): use a new output_dir, or resume=never to start over") from None
+    if trainer.env.is_main:
+        record_settings(trainer.run_dir, cfg)
     if trainer.env.is_main:
         log.info("resumed from %s at step %d", found, trainer.step)
 

@@ -1,0 +1,50 @@
+"""Which settings a resumed run may change: how it executes, logs and checkpoints, and how long it runs; not what it
+trains (model, objective, optimizer, schedule, batch size, seed, stage). The data is checked by its fingerprint
+(`restore`), since its paths may move while its content stays.
+
+A resume restores the optimizer and schedule state from the checkpoint, so a changed ``optimizer.lr`` would be
+silently ignored and a changed model would not load; the run folder's ``config.yaml`` (the settings it trained
+with) must then stay as it is.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+CHANGEABLE_ON_RESUME = frozenset({
+    "trainer.max_steps", "trainer.micro_batch_size", "trainer.precision", "trainer.device", "trainer.tf32",
+    "trainer.num_workers", "trainer.num_threads", "trainer.compile", "trainer.compile_mode", "trainer.compile_scope",
+    "trainer.loss_check", "trainer.capture_steps", "trainer.log_every", "trainer.eval_every", "trainer.eval_batches",
+    "trainer.checkpoint_every", "trainer.keep_checkpoints", "trainer.tensorboard", "trainer.progress",
+    "resume", "init_from", "output_dir",
+})
+CHECKED_BY_FINGERPRINT = "data."
+MODEL = "model."
+TOTAL_STEPS = "schedule.options.total_steps"  # follows trainer.max_steps in the bundled schedules
+
+
+def flat_settings(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested settings as ``{"section.key": value}``."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            flat.update(flat_settings(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def resume_conflicts(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(setting, recorded value, current value)`` for each setting a resume may not change, by name. The model
+    section lists the fields it sets, so a field on one side only is a change (None on the other); any other setting
+    on one side only (a key added since) is not compared. ``total_steps`` may change with ``max_steps`` where it is
+    ``max_steps`` on both sides."""
+    old, new = flat_settings(recorded), flat_settings(current)
+    skipped = set(CHANGEABLE_ON_RESUME)
+    if all(side.get(TOTAL_STEPS) == side.get("trainer.max_steps") for side in (old, new)):
+        skipped.add(TOTAL_STEPS)
+    compared = (old.keys() & new.keys()) | {key for key in old.keys() | new.keys() if key.startswith(MODEL)}
+    differing = [key for key in compared if key not in skipped and not key.startswith(CHECKED_BY_FINGERPRINT)
+                 and old.get(key) != new.get(key)]
+    kinds_first = sorted(differing, key=lambda key: (key != "stage", not key.endswith(".name"), key))
+    return [(key, old.get(key), new.get(key)) for key in kinds_first]
