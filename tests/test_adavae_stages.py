@@ -67,3 +67,15 @@ def test_adavae_needs_a_gpt_backbone(adavae_run, ptb_small, tmp_path, capsys):
     assert "AdaVAE wraps a pre-trained GPT" in capsys.readouterr().err
     assert main(["experiment=adavae_ptb", "stage=pretrain", *ptb_small, f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
     assert "model=adavae runs stage=finetune|evaluate|generate|classify" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("model.pooling=bogus", "bad model settings for adavae: pooling must be one of latent_attention, lg, got 'bogus'"),
+    ("model.latent_size=0", "bad model settings for adavae: latent_size must be >= 1, got 0"),
+    ("model.encoder_layers=10", "bad model settings for adavae: encoder_layers must be in 1..2, got 10"),
+])
+def test_an_adavae_setting_the_model_refuses_is_one_line(ptb_gpt_run, ptb_small, tmp_path, capsys, setting, message):
+    assert main(["experiment=adavae_ptb", f"init_from={ptb_gpt_run}", "trainer.max_steps=1", setting, *ptb_small,
+                 f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(message) and len(err.splitlines()) == 1, err

@@ -117,6 +117,7 @@ def test_yelp_classification_finetunes_a_pretrained_gpt(gpt_lm_run, sample_vocab
 @pytest.mark.parametrize(("override", "message"), [
     ("data.corpus=/no/such/wiki.txt", "data.corpus: pretraining corpus not found or unreadable: /no/such/wiki.txt"),
     ("data.train=/no/such/train.tsv", "data.train: birth-place file not found or unreadable: /no/such/train.tsv"),
+    ("data.corpus=/dev/null", "data.corpus: pretraining corpus /dev/null holds no text; pass the path of wiki.txt"),
 ])
 def test_a5_missing_files_are_one_line_errors_naming_the_setting(override, message, tmp_path, capsys):
     assert main(["experiment=cs224n_a5_finetune", override, f"output_dir={tmp_path}", *A5_SMALL]) == 2

@@ -16,7 +16,7 @@ from c4prep.manifest import Manifest, read_manifest, write_manifest
 from c4prep.shards import read_shard, write_shard
 from c4prep.training import stages
 from c4prep.training.cli import main
-from c4prep.training.config import load_config
+from c4prep.training.config import TrainConfigError, load_config
 from c4prep.training.config_groups import model_settings
 from c4prep.training.resume_settings import resume_conflicts
 
@@ -234,3 +234,18 @@ def test_an_output_dir_that_cannot_be_a_folder_is_one_line(sample_tokens, tmp_pa
     assert train(sample_tokens, tmp_path) == 2
     assert one_line_error(capsys).endswith(f"output_dir={tmp_path / 'run'} cannot be the run folder: File exists "
                                            f"({tmp_path / 'run'}); give a folder that can be written")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["seed=-1"], "seed must be >= 0, got -1"),
+    (["z_loss=-0.1"], "z_loss must be >= 0, got -0.1"),
+    (["evaluate.iw_samples=0"], "evaluate.iw_samples must be >= 1, got 0"),
+    (["data=text_to_text", "data.inputs_length=0"], "data.inputs_length must be >= 1, got 0"),
+    (["data=yelp_sentiment", "data.vocab=v", "data.classifier_dropout=2"],
+     "data.classifier_dropout must be in [0, 1), got 2.0"),
+    (["data=yelp_sentiment", "data.vocab=v", "data.lm_weight=-1"], "data.lm_weight must be >= 0, got -1.0"),
+])
+def test_a_value_out_of_its_range_is_refused_before_anything_runs(overrides, message):
+    with pytest.raises(TrainConfigError) as refused:
+        load_config(overrides)
+    assert str(refused.value) == message

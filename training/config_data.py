@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
-from .config_errors import TrainConfigError, require_choice
+from .config_errors import TrainConfigError, require_at_least, require_choice
 from .experiments.gpt1.input_transforms import FinetuneDataError
 from .experiments.gpt1.task_files import TASKS, column_names
 
@@ -96,6 +96,9 @@ class TextToTextData:
     mixing: MixingConfig = field(default_factory=MixingConfig)
     unsupervised_tokens: Optional[str] = None
 
+    def __post_init__(self) -> None:
+        require_at_least(self, "data.", ("inputs_length", "targets_length"), 1)  # room for EOS
+
 
 @dataclass
 class CharTextData:
@@ -116,6 +119,12 @@ class GPT1HeadData:
     max_length: int = 64
     lm_weight: float = 0.5
     classifier_dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        require_at_least(self, "data.", ("max_length",), 1)
+        require_at_least(self, "data.", ("lm_weight",), 0)
+        if not 0 <= self.classifier_dropout < 1:
+            raise TrainConfigError(f"data.classifier_dropout must be in [0, 1), got {self.classifier_dropout}")
 
 
 @dataclass
@@ -139,6 +148,7 @@ class GPT1TaskData(GPT1HeadData):
     columns: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         require_choice("data.task", self.task, TASKS)
         try:
             column_names(self.task, self.columns)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from .config_data import DATA_SCHEMAS
-from .config_errors import TrainConfigError, require_choice
+from .config_errors import TrainConfigError, require_at_least, require_choice
 from .experiments.adavae.classify_settings import ClassifySettings
 from .experiments.adavae.model import AdaVAEConfig
 from .models.gpt import GPTConfig
@@ -195,6 +195,9 @@ class EvaluateConfig:
     iw_samples: int = 100
     iw_chunk: int = 20
 
+    def __post_init__(self) -> None:
+        require_at_least(self, "evaluate.", ("iw_samples", "iw_chunk"), 1)
+
 
 @dataclass
 class GenerateConfig:
@@ -245,6 +248,9 @@ class TrainConfig:
     data: Any
     optimizer: OptimizerConfig
     schedule: ScheduleConfig
+
+    def __post_init__(self) -> None:
+        require_at_least(self, "", ("seed", "z_loss"), 0)
 
 
 GROUP_SCHEMAS: dict[str, tuple[str, dict[str, type]]] = {  # group -> (key that picks the schema, schemas)

@@ -171,14 +171,17 @@ class WordVocabulary:
 
 
 def read_sentences(path: str | Path) -> list[str]:
-    """The stripped non-empty lines of a UTF-8 file, one sentence each."""
+    """The stripped non-empty lines of a UTF-8 file, one sentence each (at least one)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         reason = error.strerror if isinstance(error, OSError) else "not UTF-8"
         raise SentenceDataError(f"cannot read sentences from {path} ({reason}); pass a text file with one "
                                 "sentence per line") from None
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    sentences = [line.strip() for line in text.splitlines() if line.strip()]
+    if not sentences:
+        raise SentenceDataError(f"{path} holds no sentence; pass a text file with one sentence per line")
+    return sentences
 
 
 def encode_sentences(sentences: Iterable[str], vocab: SentenceVocabulary,

@@ -85,11 +85,14 @@ def _vae_loss(cfg: TrainConfig) -> VAELoss:
 
 def run_adavae_train(cfg: TrainConfig) -> dict[str, Any]:
     objective, data = cfg.objective, cfg.data
+    settings, config = _settings(cfg)
     ctx = start_run(cfg)
     backbone, vocab = _backbone(cfg)
-    settings, config = _settings(cfg)
     torch.manual_seed(cfg.seed)
-    model = AdaVAE(backbone, config)
+    try:
+        model = AdaVAE(backbone, config)
+    except ValueError as error:
+        raise TrainConfigError(f"bad model settings for adavae: {error}") from None
     backbone_spec = {k: v for k, v in asdict(backbone.config).items() if k != "vocab_size"}
     spec = {"name": "adavae", "vocab_size": backbone.config.vocab_size, "backbone": backbone_spec, **settings}
     positions = backbone.config.block_size

@@ -72,9 +72,12 @@ def load_char_corpus(path: str | Path) -> tuple[tuple[str, ...], CharVocabulary]
     the vocabulary of its whole text, as the 2021 starter builds them (2938 documents, 256 ids for ``wiki.txt``)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise CharCorruptionError(f"pretraining corpus not found or unreadable: {path} ({error.strerror}); pass the "
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8"
+        raise CharCorruptionError(f"pretraining corpus not found or unreadable: {path} ({reason}); pass the "
                                   "path of wiki.txt") from None
+    if not text.strip():
+        raise CharCorruptionError(f"pretraining corpus {path} holds no text; pass the path of wiki.txt")
     return tuple(text.split("\n")), CharVocabulary.from_text(text)
 
 
