@@ -16,16 +16,26 @@ the interpreter's normal exit, which tears gRPC down while its threads may still
 with 2 workers, its worker run through `runpy` and exiting normally, had a worker abort at the end in 2 of 60 runs
 ("terminate called without an active exception", exit 134, which the runner printed as a thread's traceback); ending
 with `os._exit`, in none of 60.
+
+Ctrl-C reaches every process of the terminal's process group, these workers too: each printed a KeyboardInterrupt
+traceback (60 lines with 2 workers). A worker now leaves its end to the interrupted runner's clean-up, which closes
+its streams (a worker that ended at once broke them, and a runner thread printed a traceback), and ends by itself,
+with status 0, if that has not come within a grace period: one that ignored the interrupt could keep the runner
+waiting for it. Another status, or a shell between the runner and the worker killed by the signal, makes the runner
+print a traceback (the command line starts the worker with `exec`, so there is no shell).
 """
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 from contextlib import AbstractContextManager
 
 BEAM_WORKER = "apache_beam.runners.worker.sdk_worker_main"
 THIS_MODULE = "c4prep.sdk_worker"
+INTERRUPTED_GRACE_S = 3.0
 
 
 def workers_started_here() -> AbstractContextManager[None]:
@@ -37,9 +47,17 @@ def workers_started_here() -> AbstractContextManager[None]:
     beams = SubprocessSDKEnvironment.from_command_string
 
     def from_command_string(command_string: str) -> SubprocessSDKEnvironment:
-        return beams(command_string.replace(f"-m {BEAM_WORKER}", f"-m {THIS_MODULE}"))
+        return beams("exec " + command_string.replace(f"-m {BEAM_WORKER}", f"-m {THIS_MODULE}"))
 
     return replaced((SubprocessSDKEnvironment, "from_command_string", from_command_string))
+
+
+def end_after_the_runner(signum: int, frame: object) -> None:
+    """On Ctrl-C, which the runner reports: let the interrupted runner's clean-up close this worker's streams, which
+    ends it; end anyway, with status 0, if it has not after `INTERRUPTED_GRACE_S`. The threads that the closed
+    streams end (with a gRPC error) end without a traceback."""
+    threading.excepthook = lambda failure: None
+    threading.Timer(INTERRUPTED_GRACE_S, os._exit, args=(0,)).start()
 
 
 def no_print_to_stderr(*values: object, file=None, **options) -> None:
@@ -50,6 +68,7 @@ def no_print_to_stderr(*values: object, file=None, **options) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, end_after_the_runner)
     logging.getLogger().addHandler(logging.NullHandler())
     from apache_beam.runners.worker import sdk_worker, sdk_worker_main
 

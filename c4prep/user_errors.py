@@ -7,13 +7,18 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
+import signal
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import click
 
 USAGE_EXIT_CODE = 2
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
+INTERRUPTED = ("Interrupted: stopped before finishing; run the command again (it cleans up what this run left, and "
+               "a published output is replaced only by a complete one)")
 
 
 class UserError(click.ClickException):
@@ -27,13 +32,26 @@ class UserError(click.ClickException):
 
 class OneLineErrorsGroup(click.Group):
     """A click group whose usage errors (an unknown option, a bad value) are one line with exit 2, as every other
-    user error, instead of click's usage block."""
+    user error, instead of click's usage block; and Ctrl-C is one line with exit 130, however the engine wrapped
+    the interrupt (Beam re-raises it as a RuntimeError naming its step, with a traceback)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        with interrupts_noted() as interrupted:
+            try:
+                exit_code = self._one_line_main(args, prog_name, complete_var, **extra)
+            except BaseException:
+                if not interrupted():
+                    raise
+                click.echo(INTERRUPTED, err=True)
+                sys.exit(INTERRUPTED_EXIT_CODE)
+        sys.exit(exit_code if isinstance(exit_code, int) else 0)
+
+    def _one_line_main(self, args, prog_name, complete_var, **extra):
+        """click's ``main`` with each error it handles printed as one line, then ``sys.exit``."""
         try:
-            exit_code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as error:  # bare `c4prep`: its help, as click gives it
             click.echo(error.format_message(), err=True)
             sys.exit(error.exit_code)
@@ -44,10 +62,43 @@ class OneLineErrorsGroup(click.Group):
         except click.ClickException as error:
             error.show()
             sys.exit(error.exit_code)
-        except click.Abort:
+        except click.Abort as error:
+            if isinstance(error.__cause__, KeyboardInterrupt):
+                raise  # Ctrl-C: `main` says so
             click.echo("Aborted!", err=True)
             sys.exit(1)
-        sys.exit(exit_code if isinstance(exit_code, int) else 0)
+
+
+@contextmanager
+def interrupts_noted() -> Iterator[Callable[[], bool]]:
+    """While the block runs, SIGINT raises KeyboardInterrupt as by default and is noted; yields whether it came. Once
+    it has, an exception that ends another thread (an engine's, whose peers the interrupt stopped) is not printed,
+    until the process ends. An interrupt raised in a finalizer (``__del__``) is lost, as Python loses it, but not
+    printed: the command goes on."""
+    noted: list[int] = []
+
+    def note_and_interrupt(signum, frame) -> None:
+        noted.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    def unless_interrupted(failure: threading.ExceptHookArgs) -> None:
+        if not noted:
+            previous_hook(failure)
+
+    def unless_an_interrupt(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            previous_unraisable_hook(unraisable)
+
+    previous, previous_hook = signal.signal(signal.SIGINT, note_and_interrupt), threading.excepthook
+    previous_unraisable_hook = sys.unraisablehook
+    threading.excepthook, sys.unraisablehook = unless_interrupted, unless_an_interrupt
+    try:
+        yield lambda: bool(noted)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_unraisable_hook
+        if not noted:
+            threading.excepthook = previous_hook
 
 
 def debug_requested() -> bool:

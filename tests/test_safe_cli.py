@@ -2,6 +2,7 @@
 keep no page, damaged shards; a folder as --input means its files; --debug shows the traceback."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 
 from c4prep.cli import main
 from c4prep.manifest import read_manifest
+from c4prep.user_errors import INTERRUPTED
 
 SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 
@@ -221,3 +223,31 @@ def test_a_worker_processes_failure_is_one_line(sample_documents, sample_vocab, 
                    cwd=tmp_path)
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     assert done.stderr.startswith(f"Error: {path} does not match its recorded SHA-256 (same size, other bytes)")
+
+
+@pytest.mark.parametrize("mode", ["in_memory", "multi_processing"])
+def test_ctrl_c_is_one_line_and_leaves_the_published_corpus(published, webdata, tmp_path, mode):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) once the job runs: exit 130 with one line
+    after the progress lines, however Beam wrapped the interrupt (a RuntimeError naming its step: 140 to 200 lines of
+    traceback before, and a KeyboardInterrupt traceback from each worker process); the published corpus unchanged."""
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for copy in range(8):  # long enough a job to be interrupted while it runs
+        shutil.copy(webdata / SAMPLE_NAME, inputs / f"{copy}-{SAMPLE_NAME}")
+    output = shutil.copytree(published, tmp_path / "en")
+    before = _snapshot(output)
+    command = [str(Path(sys.executable).parent / "c4prep"), "run", "--input", str(inputs), "--output", str(output),
+               "--num-shards", "2", "--progress-interval", "0.2", f"--direct_running_mode={mode}",
+               "--direct_num_workers=2"]
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                          start_new_session=True) as job:
+        first = job.stderr.readline()
+        assert first.startswith("progress "), first  # the job runs
+        os.killpg(job.pid, signal.SIGINT)
+        rest = job.stderr.read()
+        assert job.wait(timeout=60) == 130
+    lines = [line for line in rest.splitlines() if line and not line.startswith("progress ")]
+    assert lines == [INTERRUPTED], rest
+    assert _snapshot(output) == before
+    assert _c4prep("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(output), "--num-shards", "2",
+                   "--no-progress", cwd=tmp_path).returncode == 0  # the next run cleans up and publishes

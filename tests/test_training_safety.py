@@ -5,6 +5,10 @@ import os
 import pathlib
 import pickle
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +20,7 @@ from c4prep.manifest import Manifest, read_manifest, write_manifest
 from c4prep.shards import read_shard, write_shard
 from c4prep.training import stages
 from c4prep.training.cli import main
+from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.config import TrainConfigError, load_config
 from c4prep.training.config_groups import model_settings
 from c4prep.training.resume_settings import resume_conflicts
@@ -249,3 +254,25 @@ def test_a_value_out_of_its_range_is_refused_before_anything_runs(overrides, mes
     with pytest.raises(TrainConfigError) as refused:
         load_config(overrides)
     assert str(refused.value) == message
+
+
+def test_ctrl_c_is_one_line_and_the_same_command_resumes(sample_tokens, tmp_path):
+    """SIGINT to the process group, as a terminal's Ctrl-C, once a checkpoint is written: exit 130 and one line (a
+    KeyboardInterrupt traceback of some 70 lines before); the same command then resumes from the checkpoint."""
+    command = [str(Path(sys.executable).parent / "train"), f"data.tokens={sample_tokens}",
+               f"output_dir={tmp_path / 'run'}", *TINY, "trainer.max_steps=100000", "trainer.checkpoint_every=1"]
+    latest = tmp_path / "run" / "checkpoints" / "latest"
+    with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as job:
+        while not latest.exists():
+            assert job.poll() is None, job.stderr.read()
+            time.sleep(0.05)
+        os.killpg(job.pid, signal.SIGINT)
+        err = job.stderr.read()
+        assert job.wait(timeout=60) == 130
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == (
+        "train: interrupted: run the same command again: a training stage resumes from its run folder's latest "
+        "checkpoint")
+    step = load_checkpoint(tmp_path / "run")["step"]
+    assert train(sample_tokens, tmp_path, "trainer.checkpoint_every=1", f"trainer.max_steps={step + 1}") == 0
+    assert load_checkpoint(tmp_path / "run")["step"] == step + 1

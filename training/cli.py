@@ -8,6 +8,7 @@ import traceback
 from collections.abc import Sequence
 
 from c4prep.manifest import ManifestError
+from c4prep.user_errors import INTERRUPTED_EXIT_CODE
 
 from .checkpoint import CheckpointError
 from .config import TrainConfigError, config_dir, load_config, to_yaml
@@ -30,6 +31,7 @@ Examples:
   torchrun --nproc_per_node=2 -m c4prep.training.cli trainer.device=cpu   # DDP (gloo on CPU)
 """
 USER_ERRORS = (TrainConfigError, TokenDataError, CheckpointError, ManifestError)
+INTERRUPTED = "run the same command again: a training stage resumes from its run folder's latest checkpoint"
 
 
 def _groups() -> str:
@@ -49,12 +51,13 @@ def _stages() -> str:
     return "\n".join(f"  {stage:<10} {', '.join(found)}" for stage, found in routes.items())
 
 
-def _report(outcome: str, error: Exception, debug: bool) -> None:
-    """``train: <outcome>: <error>`` on stderr, one line; with ``debug`` after the full traceback, including the
-    low-level error that the one-line message replaced."""
-    if debug:
-        error.__suppress_context__ = False
-        traceback.print_exception(error)
+def _report(outcome: str, error: BaseException | str, debug: bool, cause: BaseException | None = None) -> None:
+    """``train: <outcome>: <error>`` on stderr, one line; with ``debug`` after the full traceback (of ``cause`` when
+    given), including the low-level error that the one-line message replaced."""
+    failure = cause or error
+    if debug and isinstance(failure, BaseException):
+        failure.__suppress_context__ = False
+        traceback.print_exception(failure)
     print(f"train: {outcome}: {error}", file=sys.stderr)
 
 
@@ -80,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrainingDiverged as error:
         _report("stopped", error, debug)
         return 1
+    except KeyboardInterrupt as error:
+        _report("interrupted", INTERRUPTED, debug, error)
+        return INTERRUPTED_EXIT_CODE
     finally:
         shutdown_distributed()
     print(json.dumps({k: v for k, v in summary.items() if k != "losses"}, default=str))
