@@ -52,6 +52,11 @@ _UNREADABLE = object()  # repair_output's marker for a manifest that exists but 
 Counters = dict[str, dict[str, int]]  # namespace -> counter name -> value
 
 
+DOCUMENTS, TOKENS, VOCABULARY = "documents", "token shards", "a vocabulary"
+OUTPUT_KINDS = {DOCUMENTS: "c4prep run", TOKENS: "c4prep tokenize", VOCABULARY: "c4prep vocab"}  # kind: its command
+VOCABULARY_CARD = "vocab.json"  # what `c4prep vocab` writes last
+
+
 class ManifestError(Exception):
     """A manifest is missing, malformed, or does not match the files it describes."""
 
@@ -350,12 +355,31 @@ def read_listed_shard(folder_uri: str, manifest: Manifest, shard: ShardEntry) ->
     return table
 
 
-def check_output_folder(output_uri: str) -> None:
+def output_kind(output_uri: str) -> str | None:
+    """Which of :data:`OUTPUT_KINDS` the folder ``output_uri`` holds, by its manifest's columns or its vocabulary
+    card; None for none (or a manifest that cannot be read, which publishing refuses on its own)."""
+    fs, path = resolve_uri(output_uri)
+    if fs.get_file_info(f"{path}/{MANIFEST_NAME}").type == pafs.FileType.File:
+        try:
+            columns = read_manifest(output_uri).schema().names
+        except ManifestError:
+            return None
+        return TOKENS if "ids" in columns else DOCUMENTS
+    return VOCABULARY if fs.get_file_info(f"{path}/{VOCABULARY_CARD}").type == pafs.FileType.File else None
+
+
+def check_output_folder(output_uri: str, writes: str) -> None:
     """Create the output folder if needed, before any work: an :class:`OutputFolderError` when ``output_uri`` is a
-    file or cannot be created (a file on its path, no permission)."""
+    file, cannot be created (a file on its path, no permission), or holds another kind of output than the one the
+    command ``writes`` (one of :data:`OUTPUT_KINDS`), which it would replace: a mistyped ``--output``."""
     fs, path = resolve_uri(output_uri)
     if fs.get_file_info(path).type == pafs.FileType.File:
         raise OutputFolderError(f"the output {output_uri} is a file; give a folder")
+    held = output_kind(output_uri)
+    if held not in (None, writes):
+        raise OutputFolderError(f"the output {output_uri} holds {held} (from `{OUTPUT_KINDS[held]}`), which "
+                                f"`{OUTPUT_KINDS[writes]}` would replace: give another --output, or remove that "
+                                "folder first")
     try:
         fs.create_dir(path, recursive=True)
     except OSError as error:

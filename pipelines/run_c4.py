@@ -10,7 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from c4prep.beam_runs import dry_run, is_dask_runner, job_pipeline, pipeline_options, run_to_completion
-from c4prep.manifest import Manifest, build_manifest, check_output_folder, new_staging_uri
+from c4prep.manifest import DOCUMENTS, Manifest, build_manifest, check_output_folder, new_staging_uri
 from c4prep.progress import ProgressSettings
 from c4prep.runner_results import RunnerSetupError
 from c4prep.schemas import DOCUMENT_SCHEMA
@@ -196,7 +196,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
     run. The plot is not a shard: the manifest and the dataset card do not list it."""
     check_runner(config)
     files = check_inputs(config)
-    check_output_folder(config.output)
+    check_output_folder(config.output, DOCUMENTS)
     beam_args, input_files = list(beam_args or []), None
     if is_dask_runner(config.runner) and not config.path_list:
         input_files, beam_args = files, one_partition_per_file(files, beam_args)

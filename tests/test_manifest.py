@@ -11,7 +11,7 @@ import pytest
 
 import c4prep
 from c4prep.dataset_card import CARD_NAME, dataset_card
-from c4prep.manifest import (FORMAT, MANIFEST_NAME, Manifest, ManifestError, OutputFolderError, ShardEntry,
+from c4prep.manifest import (DOCUMENTS, FORMAT, MANIFEST_NAME, Manifest, ManifestError, OutputFolderError, ShardEntry,
                              SplitInfo, build_manifest, check_output_folder, commit_output, manifest_fingerprint,
                              new_staging_uri, read_listed_shard, read_manifest, repair_output,
                              write_manifest)
@@ -448,10 +448,10 @@ def test_read_listed_shard_refuses_changed_bytes_of_the_same_size(tmp_path):
 
 
 def test_check_output_folder_creates_it_or_names_the_problem(tmp_path):
-    check_output_folder(str(tmp_path / "new" / "out"))
+    check_output_folder(str(tmp_path / "new" / "out"), DOCUMENTS)
     assert (tmp_path / "new" / "out").is_dir()
     (tmp_path / "afile").write_text("x")
     with pytest.raises(OutputFolderError, match=r"the output .*afile is a file; give a folder"):
-        check_output_folder(str(tmp_path / "afile"))
+        check_output_folder(str(tmp_path / "afile"), DOCUMENTS)
     with pytest.raises(OutputFolderError, match="cannot create the output folder"):
-        check_output_folder(str(tmp_path / "afile" / "below"))
+        check_output_folder(str(tmp_path / "afile" / "below"), DOCUMENTS)

@@ -251,3 +251,23 @@ def test_ctrl_c_is_one_line_and_leaves_the_published_corpus(published, webdata, 
     assert _snapshot(output) == before
     assert _c4prep("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(output), "--num-shards", "2",
                    "--no-progress", cwd=tmp_path).returncode == 0  # the next run cleans up and publishes
+
+
+@pytest.mark.parametrize("command, held", [
+    (["run"], "tokens"), (["run"], "vocab"), (["tokenize", "--input", "{documents}", "--vocab", "{vocab}"], "documents"),
+    (["vocab", "--input", "{documents}", "--vocab-size", "600"], "tokens"),
+])
+def test_an_output_holding_another_commands_output_is_refused(sample_documents, sample_vocab, sample_tokens, tmp_path,
+                                                              command, held):
+    """A mistyped --output (the token folder for `run`'s) would replace hours of another stage's work."""
+    folders = {"documents": sample_documents, "vocab": sample_vocab, "tokens": sample_tokens}
+    output = shutil.copytree(folders[held], tmp_path / held)
+    before = _snapshot(output)
+    args = [arg.format(documents=sample_documents, vocab=sample_vocab) for arg in command]
+    line = _one_line_error(_invoke(*args, "--output", str(output)))
+    kinds = {"documents": ("documents", "c4prep run"), "tokens": ("token shards", "c4prep tokenize"),
+             "vocab": ("a vocabulary", "c4prep vocab")}
+    what, writer = kinds[held]
+    assert line == (f"Error: the output {output} holds {what} (from `{writer}`), which `c4prep {command[0]}` would "
+                    "replace: give another --output, or remove that folder first")
+    assert _snapshot(output) == before

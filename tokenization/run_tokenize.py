@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from c4prep.beam_runs import CounterCache, job_pipeline, pipeline_options, run_to_completion
 from c4prep.manifest import (
+    TOKENS,
     Manifest,
     build_manifest,
     check_output_folder,
@@ -119,7 +120,7 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
         vocab = SentencePieceVocabulary(model_proto, extra_ids=config.extra_ids)
     except ValueError as error:
         raise TokenizeError(f"--vocab {config.vocab}: {error}") from None
-    check_output_folder(config.output)
+    check_output_folder(config.output, TOKENS)
     model_sha256 = vocab.model_sha256
     schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
     options = pipeline_options(config.runner, list(beam_args or []))

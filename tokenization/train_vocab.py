@@ -19,7 +19,14 @@ import pyarrow.fs as pafs
 import sentencepiece as spm
 
 from c4prep import __version__
-from c4prep.manifest import Manifest, check_output_folder, manifest_fingerprint, read_manifest
+from c4prep.manifest import (
+    VOCABULARY,
+    VOCABULARY_CARD,
+    Manifest,
+    check_output_folder,
+    manifest_fingerprint,
+    read_manifest,
+)
 from c4prep.shards import atomic_output, join_uri, resolve_uri
 
 from .sampling import BottomKSample, LineStats, document_lines, stream_key
@@ -27,7 +34,7 @@ from .vocabulary import EOS_ID, PAD_ID, UNK_ID
 
 MODEL_NAME = "spm.model"
 VOCAB_NAME = "spm.vocab"
-CARD_NAME = "vocab.json"
+CARD_NAME = VOCABULARY_CARD
 CARD_FORMAT = "c4prep-vocabulary"
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
 
@@ -189,7 +196,7 @@ def vocab_file_text(sp: spm.SentencePieceProcessor) -> str:
 def train_vocabulary(config: VocabConfig) -> VocabResult:
     """Sample, train, and write ``spm.model``, ``spm.vocab`` and the card (last) into ``config.output``."""
     check_config(config)
-    check_output_folder(config.output)
+    check_output_folder(config.output, VOCABULARY)
     started = time.monotonic()
     sentences, sources = sample_sentences(config)
     sampled = time.monotonic()
