@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from c4prep.training.checkpoint import latest_checkpoint, load_checkpoint
 from c4prep.training.cli import main
@@ -143,3 +144,24 @@ def test_losses_read_at_log_steps_stop_the_run_at_the_next_read_before_any_check
         diverging.fit()
     assert diverging.step == 4  # steps 3 and 4 were queued before the read at step 4
     assert latest_checkpoint(tmp_path) is None  # the read comes before the checkpoint of step 4
+
+
+def test_the_model_comes_from_init_from_and_the_run_records_it(pretrained, sample_vocab, birth_places, tmp_path,
+                                                               capsys):
+    """Without model settings, fine-tuning takes init_from's run's (its config.yaml recorded the default t5_small
+    before, for a t5_tiny model); settings that contradict the checkpoint are one line (silently replaced by its
+    architecture before); its dropout may differ."""
+    train, _ = birth_places
+    args = [f"init_from={pretrained}", "stage=finetune", "data=text_to_text", f"data.vocab={sample_vocab}",
+            f"data.tasks.qa.train={train}", "data.inputs_length=32", "data.targets_length=8", "trainer.max_steps=1",
+            *(arg for arg in COMMON if arg != "model=t5_tiny")]
+    assert main([*args, f"output_dir={tmp_path / 'run'}", "model.dropout_rate=0.2"]) == 0
+    model = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["model"]
+    assert (model["size"], model["dropout_rate"]) == ("t5_tiny", 0.2)
+    assert load_checkpoint(tmp_path / "run")["model_spec"]["dropout_rate"] == 0.2
+    capsys.readouterr()
+    assert main([*args, f"output_dir={tmp_path / 'small'}", "model=t5_small"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"train: error: init_from={pretrained} holds a model with size='t5_tiny', the model settings give "
+        "'t5_small': the model comes from init_from, so leave out the model settings (the run's are used) or give "
+        "the ones it trained with")

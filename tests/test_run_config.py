@@ -59,8 +59,12 @@ def test_a_preset_does_not_override_the_run(run):
     assert cfg.data.kind == "tokens" and cfg.model.size == "gpt_tiny" and cfg.output_dir == str(run / "generate")
 
 
-def test_training_stages_and_bare_checkpoints_keep_the_command_lines_settings(run, tmp_path):
-    assert load_config(["stage=finetune", f"init_from={run}"]).model.name == "t5"
+def test_training_stages_take_only_the_runs_model_and_bare_checkpoints_keep_the_command_lines_settings(run, tmp_path):
+    t5_run = fake_run(tmp_path / "t5", "model=t5_tiny", "z_loss=1e-4")
+    finetune = load_config(["stage=finetune", f"init_from={t5_run}"])  # the checkpoint fixes the model, not the rest
+    assert (finetune.model.size, finetune.objective.name, finetune.z_loss) == ("t5_tiny", "span_corruption", 0.0)
+    assert load_config(["stage=finetune", f"init_from={t5_run}", "model=t5_small"]).model.size == "t5_small"
+    assert load_config(["stage=finetune", f"init_from={run}"]).model.name == "t5"  # a gpt run: the stage refuses
     bare = tmp_path / "elsewhere" / "model.pt"
     bare.parent.mkdir()
     (run / "checkpoints" / "latest").rename(bare.parent / "unused")

@@ -20,7 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .config_errors import TrainConfigError, require_choice
 from .config_groups import DEFAULT_OBJECTIVE_SCHEMA, GROUP_SCHEMAS, RESUME_MODES, TrainConfig, model_settings
-from .config_runs import RUN_STAGES, with_run_settings
+from .config_runs import RUN_STAGES, with_run_model, with_run_settings
 
 STAGES = ("pretrain", "finetune", "evaluate", "generate", "classify")
 TYPE_NAMES = {"Integer": "int", "Float": "float", "Boolean": "bool", "String": "str"}  # OmegaConf's names
@@ -88,8 +88,8 @@ def load_config(overrides: Sequence[str] = ()) -> TrainConfig:
         OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as error:
         raise TrainConfigError(f"bad override: {_one_line(error, overrides)}") from None
-    if cfg.stage in RUN_STAGES and cfg.init_from:
-        cfg = with_run_settings(cfg, overrides)
+    if cfg.init_from:
+        cfg = with_run_settings(cfg, overrides) if cfg.stage in RUN_STAGES else with_run_model(cfg, overrides)
     return typed_config(cfg)
 
 

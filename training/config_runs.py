@@ -5,6 +5,9 @@ Such a stage scores or samples ``init_from``'s model on the data and objective i
 what the command line sets wins: ``data=<option>`` replaces the whole section, ``objective.inputs_length=64``
 that one key. A preset (``experiment=``) does not override them: it describes how a run trains. The stage
 writes into ``<run folder>/<stage>`` unless the command line gives ``output_dir``.
+
+A stage that trains from ``init_from`` takes only the run's ``model`` section (:func:`with_run_model`): the
+checkpoint fixes the architecture, and the model settings that contradict it are refused (``model_setup``).
 """
 from __future__ import annotations
 
@@ -12,13 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .checkpoint import resolve_checkpoint
+from .checkpoint import CheckpointError, resolve_checkpoint
 
 RUN_STAGES = ("evaluate", "generate", "classify")
 RUN_SETTINGS = ("model", "objective", "data", "z_loss")
 RUN_CONFIG = "config.yaml"
+REGULARISATION_FIELDS = ("dropout", "dropout_rate")  # GPT, T5: training choices, not architecture
 
 
 def trained_run_folder(init_from: str) -> Path:
@@ -28,22 +32,56 @@ def trained_run_folder(init_from: str) -> Path:
     return checkpoint.parents[1] if checkpoint.parent.name == "checkpoints" else checkpoint.parent
 
 
-def with_run_settings(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
-    """``cfg`` (composed from ``overrides``) with the trained run's settings where ``overrides`` set none, and
-    ``output_dir`` in the run folder unless they set it."""
-    folder = trained_run_folder(cfg.init_from)
-    given = {override.key_or_group for override in OverridesParser.create().parse_overrides(list(overrides))}
-    if "output_dir" not in given:
-        cfg.output_dir = str(folder / cfg.stage)
+def _given(overrides: Sequence[str]) -> set[str]:
+    """The keys and groups that ``overrides`` set."""
+    return {override.key_or_group for override in OverridesParser.create().parse_overrides(list(overrides))}
+
+
+def _with_saved(cfg: DictConfig, folder: Path, names: Sequence[str], given: set[str]) -> DictConfig:
+    """``cfg`` with the sections ``names`` of ``folder``'s ``config.yaml`` where ``given`` sets none (keys it
+    sets inside a section win)."""
     saved = folder / RUN_CONFIG
     if not saved.is_file():
         return cfg
     run = OmegaConf.load(saved)
-    for name in RUN_SETTINGS:
+    for name in names:
         if name in given or name not in run:
             continue
         value = run[name]
         for key in sorted(k for k in given if k.startswith(f"{name}.")):
             OmegaConf.update(value, key[len(name) + 1:], OmegaConf.select(cfg, key), merge=False)
         cfg[name] = value
+    return cfg
+
+
+def with_run_settings(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
+    """``cfg`` (composed from ``overrides``) with the trained run's settings where ``overrides`` set none, and
+    ``output_dir`` in the run folder unless they set it."""
+    folder, given = trained_run_folder(cfg.init_from), _given(overrides)
+    if "output_dir" not in given:
+        cfg.output_dir = str(folder / cfg.stage)
+    return _with_saved(cfg, folder, RUN_SETTINGS, given)
+
+
+def with_run_model(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
+    """A stage that trains from ``init_from`` (fine-tuning, continued pre-training) a model of the run's family: the
+    run's ``model`` section, as the checkpoint fixes the architecture, with the dropout the config sets (a preset's,
+    such as A5 fine-tuning's 0.1) and the ``model.*`` keys that ``overrides`` set; the config's own when
+    ``overrides`` choose a model preset (``model=...``), which the stage then holds to the checkpoint, or when the
+    config's model is of another family (AdaVAE around a GPT run; a mismatch the stage refuses). The run folder so
+    records the model it trains, not the default preset."""
+    given = _given(overrides)
+    if "model" in given:
+        return cfg
+    try:
+        folder = trained_run_folder(cfg.init_from)
+    except CheckpointError:  # not a checkpoint of `train` (AdaVAE's Hugging Face GPT-2 folder): the stage reads it
+        return cfg
+    saved = folder / RUN_CONFIG
+    if not saved.is_file() or OmegaConf.load(saved).model.get("name") != cfg.model.get("name"):
+        return cfg
+    dropout = {name: cfg.model[name] for name in REGULARISATION_FIELDS if cfg.model.get(name) is not None}
+    cfg = _with_saved(cfg, folder, ("model",), given)
+    with open_dict(cfg.model):
+        cfg.model.update(dropout)
     return cfg

@@ -16,7 +16,7 @@ from ..data.token_index import TokenDataError
 from ..metrics_log import MetricsLogger
 from ..trainer import evaluate_model
 from .data_setup import pretrain_data
-from .model_setup import check_rows_fit, model_from_checkpoint
+from .model_setup import check_model_settings, check_rows_fit, model_from_checkpoint
 from .run import start_run
 
 
@@ -24,6 +24,7 @@ def run_evaluate(cfg: TrainConfig) -> dict[str, Any]:
     if not cfg.init_from:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
     state = load_checkpoint(cfg.init_from)
+    check_model_settings(cfg, state["model_spec"])
     ctx = start_run(cfg)
     data = pretrain_data(cfg.data, cfg.objective, cfg.seed, state["model_spec"].get("name") == "gpt", cfg.z_loss)
     if state["model_spec"].get("vocab_size") != data.vocab_size:

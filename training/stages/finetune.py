@@ -123,6 +123,10 @@ def prepare_model(cfg: TrainConfig, vocab_size: int) -> tuple[nn.Module, dict[st
 
 
 def run_finetune(cfg: TrainConfig) -> dict[str, Any]:
+    if cfg.model.name != "t5":
+        source = f" (init_from={cfg.init_from}'s)" if cfg.init_from else ""
+        raise TrainConfigError(f"data=text_to_text fine-tunes a T5 model, not the {cfg.model.name} model{source}: "
+                               "fine-tune a T5 run, or a GPT one with a GPT data= option (train --help)")
     ctx = start_run(cfg)
     data = cfg.data
     vocab = load_vocabulary(data.vocab)

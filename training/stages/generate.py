@@ -29,7 +29,7 @@ from ..data.sentence_files import SentenceDataError, WordVocabulary
 from ..models.gpt import GPT
 from ..trainer import autocast
 from .data_setup import CHAR_TEXT_KEYS, load_vocabulary, read_text, token_vocabulary
-from .model_setup import model_from_checkpoint
+from .model_setup import check_model_settings, model_from_checkpoint
 from .run import RunContext, start_run
 
 GENERATIONS_FILE = "generations.jsonl"
@@ -103,6 +103,7 @@ def run_generate(cfg: TrainConfig) -> dict[str, Any]:
     if not cfg.init_from:
         raise CheckpointError("stage=generate needs init_from=<checkpoint file or run folder>")
     state = load_checkpoint(cfg.init_from)
+    check_model_settings(cfg, state["model_spec"])
     family, ids = state["model_spec"].get("name"), state["model_spec"].get("vocab_size")
     if family not in ("gpt", "t5"):
         raise TrainConfigError(f"stage=generate samples GPT and T5 models; init_from={cfg.init_from} is {family}")

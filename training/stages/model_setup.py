@@ -8,13 +8,13 @@ import torch
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig, model_settings
+from ..config_runs import REGULARISATION_FIELDS
 from ..data.token_rows import RowBuilder
 from ..data.decoder_rows import DecoderRowBuilder
 from ..models import build_model
 from ..models.gpt import GPT
 
 
-REGULARISATION_FIELDS = ("dropout", "dropout_rate")  # GPT, T5: training choices, not architecture
 
 
 def model_from_config(cfg: TrainConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
@@ -33,11 +33,29 @@ def model_from_init(cfg: TrainConfig, vocab_size: int, remedy: str) -> tuple[tor
     if family != configured:
         raise TrainConfigError(f"init_from={cfg.init_from} is a {family} checkpoint but the config's model is "
                                f"{configured}: choose a {family} model preset so the data rows fit the model")
+    check_model_settings(cfg, state["model_spec"])
     checkpoint_ids = state["model_spec"].get("vocab_size")
     if checkpoint_ids != vocab_size:
         raise TrainConfigError(f"init_from={cfg.init_from} has {checkpoint_ids} ids, the data's vocabulary "
                                f"{vocab_size}: {remedy}")
     return model_from_checkpoint(state), state["model_spec"]
+
+
+def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> None:
+    """A one-line error when the ``model:`` section sets the architecture of ``init_from``'s model of the same family
+    otherwise (``model=t5_small`` for a t5_tiny run), which the checkpoint's would silently replace; the dropout may
+    differ (:func:`finetuning_state`)."""
+    settings = model_settings(cfg.model)
+    if settings.get("name") != checkpoint_spec.get("name"):
+        return
+    ignored = {*REGULARISATION_FIELDS, "vocab_size"}
+    differing = sorted(key for key in settings.keys() | checkpoint_spec.keys()
+                       if key not in ignored and settings.get(key) != checkpoint_spec.get(key))
+    if differing:
+        key = differing[0]
+        raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={checkpoint_spec.get(key)!r}, "
+                               f"the model settings give {settings.get(key)!r}: the model comes from init_from, so "
+                               "leave out the model settings (the run's are used) or give the ones it trained with")
 
 
 def initial_model(cfg: TrainConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:

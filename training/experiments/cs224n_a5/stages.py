@@ -24,7 +24,7 @@ from ...data.row_batches import RowSet, content_fingerprint
 from ...distributed import gather_in_item_order, rank_share
 from ...models.gpt import GPT
 from ...stages.data_setup import TrainingData
-from ...stages.model_setup import model_from_checkpoint, model_from_config, model_from_init
+from ...stages.model_setup import check_model_settings, model_from_checkpoint, model_from_config, model_from_init
 from ...stages.run import RunContext, fit_summary, pretrain_on_rows, row_set_trainer, start_run
 from ...trainer import autocast
 from .birth_places import (
@@ -99,8 +99,9 @@ def run_a5_finetune(cfg: TrainConfig) -> dict[str, Any]:
 def run_a5_evaluate(cfg: TrainConfig) -> dict[str, Any]:
     if not cfg.init_from:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
-    ctx = start_run(cfg)
     state = load_checkpoint(cfg.init_from)
+    check_model_settings(cfg, state["model_spec"])
+    ctx = start_run(cfg)
     model = model_from_checkpoint(state).to(ctx.device)
     return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]),
             "evaluation": answer_questions(cfg, ctx, model, corpus_vocabulary(cfg))}

@@ -23,7 +23,7 @@ from ...data.row_batches import RowSet, content_fingerprint
 from ...models import build_model
 from ...models.gpt import GPT
 from ...stages.data_setup import load_vocabulary
-from ...stages.model_setup import finetuning_state, model_from_checkpoint
+from ...stages.model_setup import check_model_settings, finetuning_state, model_from_checkpoint
 from ...stages.run import fit_summary, row_set_trainer, start_run
 from .classification_loss import ClassificationLoss
 from .classifier import GPTClassifier
@@ -40,6 +40,7 @@ def classifier_model(cfg: TrainConfig, vocab_size: int, num_classes: int,
     dropout = cfg.data.classifier_dropout
     if cfg.init_from:
         state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
+        check_model_settings(cfg, state["model_spec"])
         backbone_spec = dict(state["model_spec"])
         if backbone_spec.pop("name") != "gpt":
             raise TrainConfigError(f"{cfg.init_from} is not a GPT checkpoint")
