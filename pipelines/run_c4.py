@@ -133,10 +133,10 @@ def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: s
         path = None if variant.realnews_domains == BUNDLED else variant.realnews_domains
         page_rules.append(functools.partial(c4_rules.check_realnews_domain,
                                             allowed=c4_rules.load_realnews_domains(path)))
+    patterns = input_files or expand_folders(list(dict.fromkeys(config.inputs)))  # a pattern given twice: read once
     pages = (
         pipeline
-        | "ReadInput" >> ReadInputFiles(input_files or expand_folders(config.inputs), config.path_list,
-                                        config.path_prefix)
+        | "ReadInput" >> ReadInputFiles(patterns, config.path_list, config.path_prefix)
         | "PageRules" >> apply_rules(*page_rules)
     )
     # Cleaning rides in the URL dedup's shuffle unless the WebText join must come between them.

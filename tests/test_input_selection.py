@@ -137,3 +137,11 @@ def test_a_listed_path_that_does_not_exist_is_a_counted_input_problem(tmp_path, 
     assert result.output.strip().splitlines()[-1] == (
         "Warning: skipped bad input in 2 input files (1 missing_file); each is logged above and counted under "
         "'read-input' in the manifest")
+
+
+def test_a_pattern_given_twice_is_read_once(tmp_path, webdata):
+    result = CliRunner().invoke(main, ["run", "--input", str(webdata / SAMPLE_NAME), "--input",
+                                       str(webdata / SAMPLE_NAME), "--output", str(tmp_path / "out"),
+                                       "--num-shards", "1", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert read_manifest(str(tmp_path / "out")).counters["read-input"] == {"files": 1, "records": 335}

@@ -206,7 +206,18 @@ def test_cli_vocab(sample_documents, tmp_path):
                                        "--vocab-size", "800"])
     assert result.exit_code == 0, result.output
     assert "806 sentences seen (1 too long), 805 used" in result.output
+    assert f"Wrote {tmp_path / 'v'}/spm.model (800 pieces)" in result.output and "Warning" not in result.output
     assert SentencePieceVocabulary(str(tmp_path / "v" / "spm.model")).base_vocab_size == 800
+
+
+def test_cli_vocab_says_when_the_model_has_another_size(sample_documents, tmp_path):
+    """SentencePiece's char model has one piece per character kept, whatever --vocab-size asks."""
+    result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(tmp_path / "v"),
+                                       "--model-type", "char", "--vocab-size", "300"])
+    assert result.exit_code == 0, result.output
+    pieces = SentencePieceVocabulary(str(tmp_path / "v" / "spm.model")).base_vocab_size
+    assert pieces != 300 and result.output.strip().splitlines()[-1] == (
+        f"Warning: the char model has {pieces:,} pieces, not the 300 of --vocab-size")
 
 
 @pytest.mark.parametrize("args, message", [

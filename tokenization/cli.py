@@ -73,7 +73,11 @@ def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, lan
     sentences = card["sentences"]
     click.echo(f"Sentences: {sentences['seen']:,} seen, {sentences['used']:,} used for training")
     click.echo(f"Sampled in {result.seconds_sampling:.1f} s, trained in {result.seconds_training:.1f} s")
-    click.echo(f"Wrote {output.rstrip('/')}/spm.model, spm.vocab and vocab.json")
+    pieces = card["model"]["num_pieces"]
+    click.echo(f"Wrote {output.rstrip('/')}/spm.model ({pieces:,} pieces), spm.vocab and vocab.json")
+    if pieces != vocab_size:  # SentencePiece's char model has one piece per character it kept
+        click.echo(f"Warning: the {model_type} model has {pieces:,} pieces, not the {vocab_size:,} of --vocab-size",
+                   err=True)
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
