@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import re
 import uuid
 from collections.abc import Iterable, Mapping
@@ -52,6 +53,7 @@ _UNREADABLE = object()  # repair_output's marker for a manifest that exists but 
 Counters = dict[str, dict[str, int]]  # namespace -> counter name -> value
 
 
+LOGGER = logging.getLogger(__name__)
 DOCUMENTS, TOKENS, VOCABULARY = "documents", "token shards", "a vocabulary"
 OUTPUT_KINDS = {DOCUMENTS: "c4prep run", TOKENS: "c4prep tokenize", VOCABULARY: "c4prep vocab"}  # kind: its command
 VOCABULARY_CARD = "vocab.json"  # what `c4prep vocab` writes last
@@ -316,7 +318,8 @@ def repair_output(output_uri: str) -> list[str]:
 
 def _remove_leftovers(output_uri: str, current: str | object | None) -> list[str]:
     """:func:`repair_output` for a known state: ``current`` is the data folder the manifest names ("" for format
-    1), None without a manifest, or ``_UNREADABLE``."""
+    1), None without a manifest, or ``_UNREADABLE``. What cannot be removed (no permission, a file still open on
+    NFS) is logged and left: no manifest names it, and the output is complete without it."""
     fs, out_path = resolve_uri(output_uri)
     removed = []
     for info in fs.get_file_info(pafs.FileSelector(out_path, allow_not_found=True)):
@@ -325,13 +328,19 @@ def _remove_leftovers(output_uri: str, current: str | object | None) -> list[str
             stale_data = _DATA_DIR_RE.fullmatch(name) and current is not _UNREADABLE and name != current
             if not (name.startswith(STAGING_PREFIX) or stale_data):
                 continue
-            fs.delete_dir(info.path)
+            delete = fs.delete_dir
         elif info.type == pafs.FileType.File:
             legacy_shard = current not in (None, "", _UNREADABLE) and parse_shard_name(name) is not None
             if not (is_temp_name(name) or legacy_shard):
                 continue
-            fs.delete_file(info.path)
+            delete = fs.delete_file
         else:
+            continue
+        try:
+            delete(info.path)
+        except OSError as error:
+            LOGGER.warning("could not remove %s, which no manifest names (%s); remove it by hand",
+                           join_uri(output_uri, name), error)
             continue
         removed.append(join_uri(output_uri, name))
     return removed

@@ -7,9 +7,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 import c4prep
+from c4prep import manifest as manifest_module
 from c4prep.dataset_card import CARD_NAME, dataset_card
 from c4prep.manifest import (DOCUMENTS, FORMAT, MANIFEST_NAME, Manifest, ManifestError, OutputFolderError, ShardEntry,
                              SplitInfo, build_manifest, check_output_folder, commit_output, manifest_fingerprint,
@@ -332,6 +334,41 @@ def test_repair_output(tmp_path):
     assert sorted(repair_output(str(out))) == sorted([crashed, str(orphan), str(temp)])
     assert _files(out) == [CARD_NAME, m.data_dir, MANIFEST_NAME]
     assert read_manifest(str(out)).splits["train"].num_shards == 1
+    assert repair_output(str(out)) == []
+
+
+class _UndeletableFolders:
+    """A filesystem whose folders cannot be deleted (no permission, a file still open on NFS)."""
+
+    def __init__(self, fs: pafs.FileSystem) -> None:
+        self.fs = fs
+
+    def __getattr__(self, name: str):
+        return getattr(self.fs, name)
+
+    def equals(self, other) -> bool:
+        return self.fs.equals(other.fs if isinstance(other, _UndeletableFolders) else other)
+
+    def delete_dir(self, path: str) -> None:
+        raise PermissionError(13, "Permission denied", path)
+
+
+def test_what_cannot_be_removed_is_logged_and_the_publish_stands(tmp_path, monkeypatch, caplog):
+    """A leftover that cannot be deleted failed the publish with a traceback after the manifest was written, and
+    every later run at its repair; now it is a warning, and the new output stands."""
+    out = tmp_path / "out"
+    staging, infos = _stage(out, {"train": 1})
+    crashed, _ = _stage(out, {"train": 3})
+    real_resolve = manifest_module.resolve_uri
+
+    def undeletable_in_out(uri: str):
+        fs, path = real_resolve(uri)
+        return (_UndeletableFolders(fs), path) if uri == str(out) else (fs, path)
+
+    monkeypatch.setattr(manifest_module, "resolve_uri", undeletable_in_out)
+    published = commit_output(str(out), staging, _manifest(infos))
+    assert read_manifest(str(out)) == published and Path(crashed).is_dir()
+    assert f"could not remove {crashed}, which no manifest names ([Errno 13] Permission denied" in caplog.text
     assert repair_output(str(out)) == []
 
 
