@@ -103,6 +103,8 @@ def test_evaluate_stage_scores_a_checkpoint(sample_tokens, reference_run, tmp_pa
     (["model=t5_huge"], "Could not find 'model/t5_huge' (available: adavae, gpt1, gpt_a5"),
     (["trainer.max_stepz=3"], "Could not override 'trainer.max_stepz' (did you mean trainer.max_steps?)"),
     (["trainer.xyzzy=3"], "use +trainer.xyzzy=3 (or check the key's spelling)"),
+    (["+model.d_modle=64"], "Key 'd_modle' not in 'T5ModelConfig' (did you mean model.d_model?)"),
+    (["+trainer.max_stepz=3"], "Key 'max_stepz' not in 'TrainerConfig' (did you mean trainer.max_steps?)"),
     (["trainer.max_steps=abc"], "trainer.max_steps='abc' must be of type int"),
     (["stage=pretrian"], "stage='pretrian' is not valid; choose one of: pretrain, finetune, evaluate"),
     (["trainer.global_batch_size=6"], "not divisible by world size 1 x micro-batch 4"),

@@ -7,8 +7,10 @@ wrong type, bad value) becomes a :class:`TrainConfigError` whose message is one 
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
+import typing
 from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
@@ -122,7 +124,22 @@ def _structured(schema: type, values: DictConfig, prefix: str) -> Any:
         if wrong_type:
             value, expected = wrong_type.groups()
             raise TrainConfigError(f"{key}={value!r} must be of type {TYPE_NAMES.get(expected, expected)}") from None
-        raise TrainConfigError(f"bad setting {key}: {message}" if key else f"bad setting: {message}") from None
+        unknown = re.match(r"Key '(\w+)' not in '\w+'", message)
+        close = _closest_field(schema, getattr(error, "full_key", None) or "", unknown.group(1)) if unknown else None
+        hint = f" (did you mean {prefix}{close}?)" if close else ""
+        raise TrainConfigError(f"bad setting {key}: {message}{hint}" if key else f"bad setting: {message}") from None
+
+
+def _closest_field(schema: type, full_key: str, name: str) -> str | None:
+    """The field beside ``full_key`` in ``schema`` whose name is most like ``name`` (as ``parent.field``)."""
+    parent = full_key.rpartition(".")[0]
+    section: Any = schema
+    for part in filter(None, parent.split(".")):
+        section = typing.get_type_hints(section).get(part)
+        if not dataclasses.is_dataclass(section):
+            return None
+    close = difflib.get_close_matches(name, [field.name for field in dataclasses.fields(section)], n=1)
+    return f"{parent}.{close[0]}".lstrip(".") if close else None
 
 
 def to_yaml(cfg: TrainConfig) -> str:
