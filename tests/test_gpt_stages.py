@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
+from c4prep.tokenization.train_vocab import VocabConfig, train_vocabulary
 from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.cli import main
 from c4prep.training.metrics_log import read_metrics
@@ -122,3 +123,18 @@ def test_yelp_classification_finetunes_a_pretrained_gpt(gpt_lm_run, sample_vocab
 def test_a5_missing_files_are_one_line_errors_naming_the_setting(override, message, tmp_path, capsys):
     assert main(["experiment=cs224n_a5_finetune", override, f"output_dir={tmp_path}", *A5_SMALL]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_finetuning_refuses_another_vocabulary_of_the_same_size(gpt_lm_run, sample_documents, sample_vocab, tmp_path,
+                                                                capsys):
+    """A BPE model of the sample's size: the ids fit, but they are other pieces (accepted silently before)."""
+    other = tmp_path / "bpe"
+    train_vocabulary(VocabConfig(inputs=[str(sample_documents)], output=str(other), vocab_size=1000, model_type="bpe"))
+    args = ["stage=finetune", "data=yelp_sentiment", f"init_from={gpt_lm_run}", "data.train_per_label=8",
+            "data.eval_per_label=8", "data.max_length=32", "trainer.max_steps=1", "trainer.global_batch_size=8",
+            "trainer.micro_batch_size=8", *QUIET]
+    assert main([*args, f"data.vocab={other}", f"output_dir={tmp_path / 'other'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"train: error: data.vocab={other} is not the vocabulary init_from={gpt_lm_run} was "
+                          "trained with") and len(err.splitlines()) == 1, err
+    assert main([*args, f"data.vocab={sample_vocab}", f"output_dir={tmp_path / 'same'}"]) == 0

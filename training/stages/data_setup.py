@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from c4prep.manifest import Manifest, ManifestError, read_manifest
 from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import EOS_ID, SentencePieceVocabulary
@@ -19,6 +21,7 @@ from ..batch_losses import DecoderLoss, EncDecLoss
 from ..config_errors import TrainConfigError
 from ..config_data import SentencesData, TokensData
 from ..config_groups import TokenObjectiveConfig, TrainConfig
+from ..config_runs import RUN_CONFIG, trained_run_folder
 from ..data.decoder_rows import DecoderRowBuilder
 from ..data.encdec_rows import EncDecRowBuilder
 from ..data.row_batches import RowSet, content_fingerprint
@@ -186,9 +189,31 @@ def token_vocabulary(tokens_dir: str) -> SentencePieceVocabulary:
     return vocab
 
 
-def load_vocabulary(path: str) -> SentencePieceVocabulary:
+def load_vocabulary(path: str, init_from: str | None = None) -> SentencePieceVocabulary:
+    """The SentencePiece vocabulary at ``path`` (``data.vocab``); with ``init_from``, a one-line error when that
+    checkpoint's run encoded its data with another model (same size or not, its ids would be other pieces)."""
     try:
         _, model_proto, _ = locate_vocabulary(path)
-        return SentencePieceVocabulary(model_proto)
+        vocab = SentencePieceVocabulary(model_proto)
     except ValueError as error:  # VocabError, or a file that is not a T5-style SentencePiece model
         raise TrainConfigError(f"{error} (set data.vocab=<vocabulary folder>)") from None
+    trained = _run_vocabulary(init_from) if init_from else None
+    if trained is not None and trained[1].model_sha256 != vocab.model_sha256:
+        raise TrainConfigError(f"data.vocab={path} is not the vocabulary init_from={init_from} was trained with "
+                               f"({trained[0]}: another SHA-256); fine-tune with that one")
+    return vocab
+
+
+def _run_vocabulary(init_from: str) -> tuple[str, SentencePieceVocabulary] | None:
+    """Where ``init_from``'s run found its SentencePiece model (its token shards, or its ``data.vocab``) and the
+    model; None where its record names none, or one that is no longer there."""
+    saved = trained_run_folder(init_from) / RUN_CONFIG
+    data = (OmegaConf.load(saved).get("data") or {}) if saved.is_file() else {}
+    try:
+        if data.get("kind") == "tokens":
+            return data["tokens"], token_vocabulary(data["tokens"])
+        if data.get("vocab"):
+            return data["vocab"], load_vocabulary(data["vocab"])
+    except (TokenDataError, TrainConfigError):
+        return None
+    return None

@@ -129,7 +129,7 @@ def run_finetune(cfg: TrainConfig) -> dict[str, Any]:
                                "fine-tune a T5 run, or a GPT one with a GPT data= option (train --help)")
     ctx = start_run(cfg)
     data = cfg.data
-    vocab = load_vocabulary(data.vocab)
+    vocab = load_vocabulary(data.vocab, cfg.init_from)
     tasks = load_tasks(data, vocab)
     model, spec = prepare_model(cfg, vocab.vocab_size)
     sources = mixture_sources(cfg, tasks, vocab.vocab_size)

@@ -95,7 +95,7 @@ def _finetune(cfg: TrainConfig, task: str, train: list[TaskExample], validation:
               num_classes: int) -> dict[str, Any]:
     """Fine-tune a GPT classifier on ``task`` examples (validating on ``validation`` when given)."""
     data = cfg.data
-    vocab = load_vocabulary(data.vocab)
+    vocab = load_vocabulary(data.vocab, cfg.init_from)
     special = SpecialTokens.after(vocab.vocab_size)
     try:
         rows = [task_rows(task, examples, vocab, special, data.max_length) if examples is not None else None
