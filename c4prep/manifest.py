@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from c4prep import __version__
-from c4prep.dataset_card import sync_card
+from c4prep.dataset_card import CARD_NAME, sync_card
 from c4prep.shard_formats import SUFFIXES, check_format, format_of
 from c4prep.shards import (
     ShardInfo,
@@ -377,13 +377,18 @@ def output_kind(output_uri: str) -> str | None:
     return VOCABULARY if fs.get_file_info(f"{path}/{VOCABULARY_CARD}").type == pafs.FileType.File else None
 
 
-def check_output_folder(output_uri: str, writes: str) -> None:
+def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> None:
     """Create the output folder if needed, before any work: an :class:`OutputFolderError` when ``output_uri`` is a
-    file, cannot be created (a file on its path, no permission), or holds another kind of output than the one the
-    command ``writes`` (one of :data:`OUTPUT_KINDS`), which it would replace: a mistyped ``--output``."""
+    file, cannot be created (a file on its path, no permission), holds another kind of output than the one the
+    command ``writes`` (one of :data:`OUTPUT_KINDS`), which it would replace (a mistyped ``--output``), or a folder
+    where the command writes a file: the manifest, the card, or one of ``files``."""
     fs, path = resolve_uri(output_uri)
     if fs.get_file_info(path).type == pafs.FileType.File:
         raise OutputFolderError(f"the output {output_uri} is a file; give a folder")
+    for name in (MANIFEST_NAME, CARD_NAME, *files):
+        if fs.get_file_info(f"{path}/{name}").type == pafs.FileType.Directory:
+            raise OutputFolderError(f"the output {output_uri} has a folder named {name}, where the command writes "
+                                    "a file: move it away")
     held = output_kind(output_uri)
     if held not in (None, writes):
         raise OutputFolderError(f"the output {output_uri} holds {held} (from `{OUTPUT_KINDS[held]}`), which "

@@ -23,7 +23,7 @@ from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDo
 from .beam_dedup import DEFAULT_CLAIM_BUCKETS, claim_buckets, dedup_transform
 from .beam_near_dedup import NearDedup
 from .funnel import Funnel, build_funnel, input_problem_counts
-from .funnel_plot import render_funnel_png, write_funnel_plot
+from .funnel_plot import PLOT_NAME, render_funnel_png, write_funnel_plot
 from .input_selection import InputError, check_beam_filesystem, expand_folders, listed_paths, matched_files
 from .variants import BUNDLED, CorpusVariant, load_variant
 
@@ -196,7 +196,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
     run. The plot is not a shard: the manifest and the dataset card do not list it."""
     check_runner(config)
     files = check_inputs(config)
-    check_output_folder(config.output, DOCUMENTS)
+    check_output_folder(config.output, DOCUMENTS, files=[PLOT_NAME])
     beam_args, input_files = list(beam_args or []), None
     if is_dask_runner(config.runner) and not config.path_list:
         input_files, beam_args = files, one_partition_per_file(files, beam_args)

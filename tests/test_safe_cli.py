@@ -271,3 +271,12 @@ def test_an_output_holding_another_commands_output_is_refused(sample_documents, 
     assert line == (f"Error: the output {output} holds {what} (from `{writer}`), which `c4prep {command[0]}` would "
                     "replace: give another --output, or remove that folder first")
     assert _snapshot(output) == before
+
+
+@pytest.mark.parametrize("name", ["manifest.json", "README.md", "funnel.png"])
+def test_a_folder_where_the_run_writes_a_file_is_refused_before_the_job(tmp_path, name):
+    """It failed with an IsADirectoryError traceback at the publish, after the whole job had run."""
+    (tmp_path / "out" / name).mkdir(parents=True)
+    line = _one_line_error(_invoke("run", "--output", str(tmp_path / "out")))
+    assert line == f"Error: the output {tmp_path / 'out'} has a folder named {name}, where the command writes a " \
+                   "file: move it away"

@@ -196,7 +196,7 @@ def vocab_file_text(sp: spm.SentencePieceProcessor) -> str:
 def train_vocabulary(config: VocabConfig) -> VocabResult:
     """Sample, train, and write ``spm.model``, ``spm.vocab`` and the card (last) into ``config.output``."""
     check_config(config)
-    check_output_folder(config.output, VOCABULARY)
+    check_output_folder(config.output, VOCABULARY, files=[MODEL_NAME, VOCAB_NAME, CARD_NAME])
     started = time.monotonic()
     sentences, sources = sample_sentences(config)
     sampled = time.monotonic()
