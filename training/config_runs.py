@@ -78,7 +78,7 @@ def with_run_model(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
     except CheckpointError:  # not a checkpoint of `train` (AdaVAE's Hugging Face GPT-2 folder): the stage reads it
         return cfg
     saved = folder / RUN_CONFIG
-    if not saved.is_file() or OmegaConf.load(saved).model.get("name") != cfg.model.get("name"):
+    if not saved.is_file() or (OmegaConf.load(saved).get("model") or {}).get("name") != cfg.model.get("name"):
         return cfg
     dropout = {name: cfg.model[name] for name in REGULARISATION_FIELDS if cfg.model.get(name) is not None}
     cfg = _with_saved(cfg, folder, ("model",), given)
