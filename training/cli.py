@@ -51,14 +51,13 @@ def _stages() -> str:
     return "\n".join(f"  {stage:<10} {', '.join(found)}" for stage, found in routes.items())
 
 
-def _report(outcome: str, error: BaseException | str, debug: bool, cause: BaseException | None = None) -> None:
-    """``train: <outcome>: <error>`` on stderr, one line; with ``debug`` after the full traceback (of ``cause`` when
-    given), including the low-level error that the one-line message replaced."""
-    failure = cause or error
-    if debug and isinstance(failure, BaseException):
-        failure.__suppress_context__ = False
-        traceback.print_exception(failure)
-    print(f"train: {outcome}: {error}", file=sys.stderr)
+def _report(outcome: str, error: BaseException, debug: bool, message: str | None = None) -> None:
+    """``train: <outcome>: <message or error>`` on stderr, one line; with ``debug`` after the full traceback,
+    including the low-level error that the one-line message replaced."""
+    if debug:
+        error.__suppress_context__ = False
+        traceback.print_exception(error)
+    print(f"train: {outcome}: {message or error}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _report("stopped", error, debug)
         return 1
     except KeyboardInterrupt as error:
-        _report("interrupted", INTERRUPTED, debug, error)
+        _report("interrupted", error, debug, INTERRUPTED)
         return INTERRUPTED_EXIT_CODE
     finally:
         shutdown_distributed()

@@ -142,8 +142,14 @@ def _closest_field(schema: type, full_key: str, name: str) -> str | None:
     return f"{parent}.{close[0]}".lstrip(".") if close else None
 
 
-def to_yaml(cfg: TrainConfig) -> str:
-    """The typed configuration as YAML (the run folder's ``config.yaml``); the model lists the fields it sets."""
+def settings_values(cfg: TrainConfig) -> dict[str, Any]:
+    """The typed configuration as plain values, as the run folder's ``config.yaml`` records them; the model lists
+    the fields it sets."""
     values = OmegaConf.to_container(OmegaConf.structured(cfg))
     values["model"] = model_settings(cfg.model)
-    return OmegaConf.to_yaml(values)
+    return values
+
+
+def to_yaml(cfg: TrainConfig) -> str:
+    """The typed configuration as YAML (the run folder's ``config.yaml``)."""
+    return OmegaConf.to_yaml(settings_values(cfg))

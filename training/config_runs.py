@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -37,20 +38,22 @@ def _given(overrides: Sequence[str]) -> set[str]:
     return {override.key_or_group for override in OverridesParser.create().parse_overrides(list(overrides))}
 
 
-def _with_saved(cfg: DictConfig, folder: Path, names: Sequence[str], given: set[str]) -> DictConfig:
-    """``cfg`` with the sections ``names`` of ``folder``'s ``config.yaml`` where ``given`` sets none (keys it
-    sets inside a section win)."""
+def recorded_settings(folder: Path) -> dict[str, Any]:
+    """The settings a run folder's ``config.yaml`` recorded when the run trained; empty where it has none."""
     saved = folder / RUN_CONFIG
-    if not saved.is_file():
-        return cfg
-    run = OmegaConf.load(saved)
+    return OmegaConf.to_container(OmegaConf.load(saved)) if saved.is_file() else {}
+
+
+def _with_saved(cfg: DictConfig, run: dict[str, Any], names: Sequence[str], given: set[str]) -> DictConfig:
+    """``cfg`` with the sections ``names`` of a run's recorded settings where ``given`` sets none (keys it sets
+    inside a section win)."""
     for name in names:
         if name in given or name not in run:
             continue
-        value = run[name]
+        value = OmegaConf.create({name: run[name]})
         for key in sorted(k for k in given if k.startswith(f"{name}.")):
-            OmegaConf.update(value, key[len(name) + 1:], OmegaConf.select(cfg, key), merge=False)
-        cfg[name] = value
+            OmegaConf.update(value, key, OmegaConf.select(cfg, key), merge=False)
+        cfg[name] = value[name]
     return cfg
 
 
@@ -60,7 +63,7 @@ def with_run_settings(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
     folder, given = trained_run_folder(cfg.init_from), _given(overrides)
     if "output_dir" not in given:
         cfg.output_dir = str(folder / cfg.stage)
-    return _with_saved(cfg, folder, RUN_SETTINGS, given)
+    return _with_saved(cfg, recorded_settings(folder), RUN_SETTINGS, given)
 
 
 def with_run_model(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
@@ -77,11 +80,11 @@ def with_run_model(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
         folder = trained_run_folder(cfg.init_from)
     except CheckpointError:  # not a checkpoint of `train` (AdaVAE's Hugging Face GPT-2 folder): the stage reads it
         return cfg
-    saved = folder / RUN_CONFIG
-    if not saved.is_file() or (OmegaConf.load(saved).get("model") or {}).get("name") != cfg.model.get("name"):
+    run = recorded_settings(folder)
+    if (run.get("model") or {}).get("name") != cfg.model.get("name"):
         return cfg
     dropout = {name: cfg.model[name] for name in REGULARISATION_FIELDS if cfg.model.get(name) is not None}
-    cfg = _with_saved(cfg, folder, ("model",), given)
+    cfg = _with_saved(cfg, run, ("model",), given)
     with open_dict(cfg.model):
         cfg.model.update(dropout)
     return cfg

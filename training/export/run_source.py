@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from c4prep.manifest import ManifestError, manifest_fingerprint, read_manifest
 from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 
 from ..checkpoint import load_checkpoint, resolve_checkpoint
+from ..config_runs import recorded_settings
 from ..data.char_vocabulary import CharVocabulary
 from ..stages.data_setup import CHAR_TEXT_KEYS
 from ..data.sentence_files import VOCABULARY_FILE, SentenceDataError, WordVocabulary
@@ -59,9 +58,9 @@ def read_run(source: str | Path) -> TrainedRun:
     checkpoint = resolve_checkpoint(source)
     state = load_checkpoint(checkpoint)
     folder = checkpoint.parents[1]
-    config_file, metrics_file = folder / "config.yaml", folder / JSONL_NAME
-    config = OmegaConf.to_container(OmegaConf.load(config_file)) if config_file.is_file() else {}
-    return TrainedRun(checkpoint, state, folder, config, read_metrics(metrics_file) if metrics_file.is_file() else [])
+    metrics_file = folder / JSONL_NAME
+    return TrainedRun(checkpoint, state, folder, recorded_settings(folder),
+                      read_metrics(metrics_file) if metrics_file.is_file() else [])
 
 
 def run_vocabulary(run: TrainedRun, vocab: str | None = None) -> tuple[Any, dict[str, Any]]:

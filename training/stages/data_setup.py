@@ -11,8 +11,6 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from c4prep.manifest import Manifest, ManifestError, read_manifest
 from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import EOS_ID, SentencePieceVocabulary
@@ -21,7 +19,7 @@ from ..batch_losses import DecoderLoss, EncDecLoss
 from ..config_errors import TrainConfigError
 from ..config_data import SentencesData, TokensData
 from ..config_groups import TokenObjectiveConfig, TrainConfig
-from ..config_runs import RUN_CONFIG, trained_run_folder
+from ..config_runs import recorded_settings, trained_run_folder
 from ..data.decoder_rows import DecoderRowBuilder
 from ..data.encdec_rows import EncDecRowBuilder
 from ..data.row_batches import RowSet, content_fingerprint
@@ -207,8 +205,7 @@ def load_vocabulary(path: str, init_from: str | None = None) -> SentencePieceVoc
 def _run_vocabulary(init_from: str) -> tuple[str, SentencePieceVocabulary] | None:
     """Where ``init_from``'s run found its SentencePiece model (its token shards, or its ``data.vocab``) and the
     model; None where its record names none, or one that is no longer there."""
-    saved = trained_run_folder(init_from) / RUN_CONFIG
-    data = (OmegaConf.load(saved).get("data") or {}) if saved.is_file() else {}
+    data = recorded_settings(trained_run_folder(init_from)).get("data") or {}
     try:
         if data.get("kind") == "tokens":
             return data["tokens"], token_vocabulary(data["tokens"])

@@ -1,6 +1,7 @@
 """The model a stage trains or scores: fresh from the ``model:`` section, or from a checkpoint (``init_from``)."""
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import torch
@@ -41,6 +42,12 @@ def model_from_init(cfg: TrainConfig, vocab_size: int, remedy: str) -> tuple[tor
     return model_from_checkpoint(state), state["model_spec"]
 
 
+def differing_fields(spec: Mapping[str, Any], other: Mapping[str, Any], ignored: Collection[str] = ()) -> list[str]:
+    """The fields, sorted, that two model specs set to different values (a field one leaves out: None), but
+    ``ignored``."""
+    return sorted(key for key in spec.keys() | other.keys() if key not in ignored and spec.get(key) != other.get(key))
+
+
 def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> None:
     """A one-line error when the ``model:`` section sets the architecture of ``init_from``'s model of the same family
     otherwise (``model=t5_small`` for a t5_tiny run), which the checkpoint's would silently replace; the dropout may
@@ -48,9 +55,7 @@ def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> N
     settings = model_settings(cfg.model)
     if settings.get("name") != checkpoint_spec.get("name"):
         return
-    ignored = {*REGULARISATION_FIELDS, "vocab_size"}
-    differing = sorted(key for key in settings.keys() | checkpoint_spec.keys()
-                       if key not in ignored and settings.get(key) != checkpoint_spec.get(key))
+    differing = differing_fields(settings, checkpoint_spec, ignored={*REGULARISATION_FIELDS, "vocab_size"})
     if differing:
         key = differing[0]
         raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={checkpoint_spec.get(key)!r}, "

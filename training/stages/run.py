@@ -11,13 +11,12 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
-from ..config import to_yaml
+from ..config import settings_values, to_yaml
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig, TrainerConfig
-from ..config_runs import RUN_CONFIG, trained_run_folder
+from ..config_runs import RUN_CONFIG, recorded_settings, trained_run_folder
 from ..data.batches import BatchPlan, make_loader
 from ..data.row_batches import RowBatches, length_order, row_set_eval_batches
 from ..data.row_source import RowSource
@@ -27,7 +26,7 @@ from ..resume_settings import resume_conflicts
 from ..schedules import build_schedule
 from ..trainer import BatchLoss, Trainer
 from .data_setup import TrainingData
-from .model_setup import initial_model
+from .model_setup import differing_fields, initial_model
 
 PACKED_ROW_MULTIPLE_FOR_GRAPHS = 8
 
@@ -78,11 +77,7 @@ def record_settings(run_dir: Path, cfg: TrainConfig) -> None:
 def check_resumable_settings(run_dir: Path, cfg: TrainConfig) -> None:
     """A one-line error when the settings ``run_dir`` recorded differ from ``cfg`` in what a resume may not change
     (`resume_settings`)."""
-    recorded = run_dir / RUN_CONFIG
-    if not recorded.is_file():
-        return
-    conflicts = resume_conflicts(yaml.safe_load(recorded.read_text(encoding="utf-8")) or {},
-                                 yaml.safe_load(to_yaml(cfg)))
+    conflicts = resume_conflicts(recorded_settings(run_dir), settings_values(cfg))
     if not conflicts:
         return
     key, old, new = conflicts[0]
@@ -92,7 +87,7 @@ def check_resumable_settings(run_dir: Path, cfg: TrainConfig) -> None:
     more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
     raise TrainConfigError(f"{run_dir} holds a run with other settings, which resuming it would mix with these: "
                            f"{key} is {old!r} there and {new!r} now{more}; give a new output_dir, resume=never to "
-                           f"start over in it, or its settings ({recorded})")
+                           f"start over in it, or its settings ({run_dir / RUN_CONFIG})")
 
 
 def optimization_from_config(cfg: TrainConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:
@@ -128,7 +123,7 @@ def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
         raise CheckpointError(f"{found} was trained on other data or batch settings; use a new output_dir or "
                               "resume=never to start over")
     spec, trained = trainer.checkpoint_extra.get("model_spec", {}), state["model_spec"]
-    changed = sorted(key for key in spec.keys() | trained.keys() if spec.get(key) != trained.get(key))
+    changed = differing_fields(spec, trained)
     if changed:
         raise CheckpointError(f"{found} holds another model than the one configured ({changed[0]} is "
                               f"{trained.get(changed[0])!r} there and {spec.get(changed[0])!r} now); use a new "
