@@ -364,17 +364,17 @@ def read_listed_shard(folder_uri: str, manifest: Manifest, shard: ShardEntry) ->
     return table
 
 
-def output_kind(output_uri: str) -> str | None:
+def _output_kind(output_uri: str, types: Mapping[str, pafs.FileType]) -> str | None:
     """Which of :data:`OUTPUT_KINDS` the folder ``output_uri`` holds, by its manifest's columns or its vocabulary
-    card; None for none (or a manifest that cannot be read, which publishing refuses on its own)."""
-    fs, path = resolve_uri(output_uri)
-    if fs.get_file_info(f"{path}/{MANIFEST_NAME}").type == pafs.FileType.File:
+    card (``types``: the type of each of those names in it); None for none (or a manifest that cannot be read,
+    which publishing refuses on its own)."""
+    if types[MANIFEST_NAME] == pafs.FileType.File:
         try:
             columns = read_manifest(output_uri).schema().names
         except ManifestError:
             return None
         return TOKENS if "ids" in columns else DOCUMENTS
-    return VOCABULARY if fs.get_file_info(f"{path}/{VOCABULARY_CARD}").type == pafs.FileType.File else None
+    return VOCABULARY if types[VOCABULARY_CARD] == pafs.FileType.File else None
 
 
 def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> None:
@@ -385,11 +385,14 @@ def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ())
     fs, path = resolve_uri(output_uri)
     if fs.get_file_info(path).type == pafs.FileType.File:
         raise OutputFolderError(f"the output {output_uri} is a file; give a folder")
-    for name in (MANIFEST_NAME, CARD_NAME, *files):
-        if fs.get_file_info(f"{path}/{name}").type == pafs.FileType.Directory:
+    written = (MANIFEST_NAME, CARD_NAME, *files)
+    names = (*written, VOCABULARY_CARD)
+    types = {name: info.type for name, info in zip(names, fs.get_file_info([f"{path}/{name}" for name in names]))}
+    for name in written:
+        if types[name] == pafs.FileType.Directory:
             raise OutputFolderError(f"the output {output_uri} has a folder named {name}, where the command writes "
                                     "a file: move it away")
-    held = output_kind(output_uri)
+    held = _output_kind(output_uri, types)
     if held not in (None, writes):
         raise OutputFolderError(f"the output {output_uri} holds {held} (from `{OUTPUT_KINDS[held]}`), which "
                                 f"`{OUTPUT_KINDS[writes]}` would replace: give another --output, or remove that "

@@ -91,9 +91,9 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
 
     from c4prep.beam_runs import is_dry_run
     from c4prep.manifest import ManifestError
-    from c4prep.shards import UnsupportedUriError
     from c4prep.progress import ProgressSettings
     from c4prep.runner_results import JobInputError, LostWorkerError, RunnerSetupError
+    from c4prep.shards import UnsupportedUriError
 
     from .funnel import format_funnel, format_input_problems, format_progress
     from .run_c4 import DataLossError, InputError, RunConfig, bundled_sample, run_c4

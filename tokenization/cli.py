@@ -101,8 +101,8 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
     """
     quiet_engine_logs()
     from c4prep.manifest import ManifestError
-    from c4prep.shards import UnsupportedUriError
     from c4prep.runner_results import JobInputError, RunnerSetupError
+    from c4prep.shards import UnsupportedUriError
 
     from .run_tokenize import NAMESPACE, TokenizeConfig, TokenizeError, run_tokenize
     from .train_vocab import VocabError
