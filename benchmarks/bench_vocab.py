@@ -32,7 +32,13 @@ import sentencepiece as spm
 from c4prep.pipelines.run_c4 import RunConfig, bundled_sample, run_c4
 from c4prep.shards import read_shard
 from c4prep.tokenization.run_tokenize import TokenizeConfig, run_tokenize
-from c4prep.tokenization.train_vocab import VocabConfig, sample_sentences, train_vocabulary, trainer_options
+from c4prep.tokenization.train_vocab import (
+    VocabConfig,
+    document_manifests,
+    sample_sentences,
+    train_vocabulary,
+    trainer_options,
+)
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from document_shards import write_document_shards
 from harness import cpu_seconds
@@ -60,7 +66,7 @@ def write_ptb_documents(output: Path, copies: int, num_shards: int) -> int:
 def bench_training(name: str, documents: Path, workdir: Path, vocab_size: int, repeats: int) -> dict:
     """Median seconds of `train_vocabulary` and of SentencePiece alone on the same sentences."""
     config = VocabConfig(inputs=[str(documents)], output=str(workdir / f"vocab-{name}"), vocab_size=vocab_size)
-    sentences, _ = sample_sentences(config)
+    sentences, _ = sample_sentences(config, document_manifests(config))
     options = trainer_options(config)
 
     def direct() -> None:

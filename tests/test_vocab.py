@@ -267,9 +267,12 @@ def test_cli_vocab_too_large_suggests_a_size(sample_documents, tmp_path):
 
 
 def test_cli_vocab_missing_input(tmp_path):
-    result = CliRunner().invoke(main, ["vocab", "--input", str(tmp_path / "nothing"), "--output", str(tmp_path)])
+    """The input is checked before the output folder is made: a mistyped --input leaves no empty folder."""
+    output = tmp_path / "vocab"
+    result = CliRunner().invoke(main, ["vocab", "--input", str(tmp_path / "nothing"), "--output", str(output)])
     assert result.exit_code == 2
     assert "no manifest.json in" in result.output and "Traceback" not in result.output
+    assert not output.exists()
 
 
 def test_matches_hugging_face_t5_tokenizer(sample_vocab, sample_documents):

@@ -119,6 +119,11 @@ def mixture_sizes(kept: Sequence[int], ratio: Sequence[int]) -> list[int]:
     return [unit * weight for weight in ratio]
 
 
+def document_manifests(config: VocabConfig) -> list[Manifest]:
+    """The manifests of the inputs, each holding documents and the splits to read; a :class:`VocabError` if not."""
+    return [_document_manifest(uri, config.splits) for uri in config.inputs]
+
+
 def _document_manifest(uri: str, splits: Sequence[str]) -> Manifest:
     manifest = read_manifest(uri)
     if "text" not in manifest.schema().names:
@@ -129,13 +134,13 @@ def _document_manifest(uri: str, splits: Sequence[str]) -> Manifest:
     return manifest
 
 
-def sample_sentences(config: VocabConfig) -> tuple[list[str], list[dict[str, Any]]]:
-    """The training sentences (inputs in order, each in stream order) and per-input statistics.
+def sample_sentences(config: VocabConfig, manifests: Sequence[Manifest]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The training sentences (inputs in order, each in stream order) and per-input statistics, from the inputs'
+    ``manifests`` (:func:`document_manifests`).
 
     Without a ratio all inputs form one stream (a natural mix); with one, each input is its own stream and the
     counts taken follow the ratio exactly.
     """
-    manifests = [_document_manifest(uri, config.splits) for uri in config.inputs]
     ratio = config.language_ratio
     if ratio:
         samples = [BottomKSample(max(1, config.input_sentence_size * weight // sum(ratio)), stream_key(config.seed, i))
@@ -196,9 +201,10 @@ def vocab_file_text(sp: spm.SentencePieceProcessor) -> str:
 def train_vocabulary(config: VocabConfig) -> VocabResult:
     """Sample, train, and write ``spm.model``, ``spm.vocab`` and the card (last) into ``config.output``."""
     check_config(config)
+    manifests = document_manifests(config)  # the inputs are checked before the output folder is made
     check_output_folder(config.output, VOCABULARY, files=[MODEL_NAME, VOCAB_NAME, CARD_NAME])
     started = time.monotonic()
-    sentences, sources = sample_sentences(config)
+    sentences, sources = sample_sentences(config, manifests)
     sampled = time.monotonic()
     options = trainer_options(config)
     model_proto = train_model(sentences, options)
