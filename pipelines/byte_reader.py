@@ -10,16 +10,12 @@ UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class PlainSource:
-    """An uncompressed file with the interface of `GzipSource`; every byte counts as verified."""
+    """An uncompressed file with the interface of `GzipSource`."""
 
     def __init__(self, raw: BinaryIO, head: bytes) -> None:
         self._raw = raw
         self._head = head
         self.delivered = 0
-
-    @property
-    def verified(self) -> int:
-        return self.delivered
 
     def read(self, size: int) -> bytes:
         if self._head:
@@ -45,10 +41,6 @@ class ByteReader:
     @property
     def position(self) -> int:
         return self._source.delivered - (len(self._buffer) - self._pos)
-
-    @property
-    def verified(self) -> int:
-        return self._source.verified
 
     def readline(self, limit: int) -> bytes:
         """The next line with its `\\n`, at most `limit` bytes of it, or what is left at the end of the file."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import BinaryIO, NoReturn
 
 GZIP_MAGIC = b"\x1f\x8b\x08"  # ID1, ID2 and CM (deflate) of a gzip member header
@@ -12,6 +13,7 @@ _GZIP_WBITS = 16 + zlib.MAX_WBITS
 _PROBE_INPUT = 256
 _PROBE_OUTPUT = 64
 _MAX_RESCAN = 1 << 20  # compressed bytes of the current member kept for resynchronising after it
+MAX_HELD_BYTES = 32 << 20  # decompressed bytes of a member held until it checks out; a bigger one is checked first
 
 
 class GzipDamage(Exception):
@@ -22,31 +24,47 @@ class GzipDamage(Exception):
 
 
 class GzipSource:
-    """Decompressed bytes of a (multi-member) gzip file, resynchronising after damage.
+    """Decompressed bytes of a (multi-member) gzip file, each delivered only once the member holding it is known intact.
 
-    A damaged member (bad header, data, CRC or length, cut off, or bytes after the last member that are not gzip)
-    raises `GzipDamage` once; the next read resumes at the next gzip member header (`1f 8b 08`) after the damaged
-    member's start whose first bytes decompress. A member whose own first bytes are damaged cannot be told from
-    noise, so it is skipped with the damaged member before it.
+    A member's bytes are held until its CRC and length check out; one that decompresses to more than ``max_held``
+    bytes (a file gzipped as one member, such as a released C4 ``.json.gz``) is first checked by decompressing it
+    in a second read of the file (``reopen``), then streamed. A damaged member (bad header, data, CRC or length, or
+    bytes after the last member that are not gzip) raises `GzipDamage` once, before any of its bytes are delivered;
+    the next read resumes at the next gzip member header (`1f 8b 08`) after the damaged member's start whose first
+    bytes decompress. A member whose own first bytes are damaged cannot be told from noise, so it is skipped with
+    the damaged member before it. A member that the end of the file cuts off delivers what was decoded before the
+    cut (a cut loses only what follows it), then raises `GzipDamage`.
 
-    One read never returns bytes of two members. `delivered` counts the decompressed bytes returned so far, and
-    `verified` those of the members whose CRC and length checked out, so a reader can tell whether a record it holds
-    came from an intact member.
+    One read never returns bytes of two members. `delivered` counts the decompressed bytes returned so far.
     """
 
-    def __init__(self, raw: BinaryIO, head: bytes) -> None:
+    def __init__(self, raw: BinaryIO, head: bytes, reopen: Callable[[], BinaryIO],
+                 max_held: int = MAX_HELD_BYTES) -> None:
         self._raw = raw
+        self._reopen = reopen
+        self._max_held = max_held
         self._window = bytearray(head)  # compressed bytes: the current member's (up to _MAX_RESCAN), then unread ones
         self._window_offset = 0  # file offset of _window[0]
         self._fed = 0  # bytes of _window the current member consumed
         self._member: zlib._Decompress | None = None
         self._member_offset = 0
+        self._held = bytearray()  # the current member's bytes, until it checks out
+        self._streamed = False  # the current member checked out in a second read: its bytes need not be held
+        self._ready = bytearray()  # bytes of one member, known intact, not yet delivered
+        self._cut = False  # the file ends inside the current member: deliver what it held, then raise
         self._resync_from: int | None = None  # after damage: the file offset to look for the next member from
         self.delivered = 0
-        self.verified = 0
 
     def read(self, size: int) -> bytes:
         while True:
+            if self._ready:
+                data = bytes(self._ready[:size])
+                del self._ready[:size]
+                self.delivered += len(data)
+                return data
+            if self._cut:
+                self._cut = False
+                self._damaged("the file ends in the middle of a gzip member")
             if self._resync_from is not None:
                 self._resynchronise()
             if self._member is None:
@@ -54,30 +72,52 @@ class GzipSource:
                     return b""
                 self._member = zlib.decompressobj(_GZIP_WBITS)
                 self._member_offset = self._window_offset
+                self._streamed = False
             if self._member.eof:
-                self.verified = self.delivered
+                self._ready, self._held = self._held, bytearray()
                 self._member = None
                 self._drop(self._fed)
                 continue
             if self._fed == len(self._window) and not self._fill():
-                self._damaged("the file ends in the middle of a gzip member")
-            piece = bytes(self._window[self._fed : self._fed + _CHUNK])
+                self._ready, self._held, self._cut = self._held, bytearray(), True
+                continue
+            self._decompress(size)
+
+    def _decompress(self, size: int) -> None:
+        """Feed the current member the next compressed bytes: its output goes to the held bytes, or straight to the
+        ready ones for a member checked out in a second read."""
+        piece = bytes(self._window[self._fed : self._fed + _CHUNK])
+        try:
+            data = self._member.decompress(piece, size if self._streamed else _CHUNK)
+        except zlib.error as error:
+            self._damaged(str(error))
+        left = self._member.unused_data if self._member.eof else self._member.unconsumed_tail
+        self._fed += len(piece) - len(left)
+        if self._fed > 2 * _MAX_RESCAN:
+            self._drop(self._fed - _MAX_RESCAN)
+        if self._streamed:
+            self._ready += data
+            return
+        self._held += data
+        if len(self._held) > self._max_held and not self._member.eof:
+            self._check_member()
+            self._ready, self._held, self._streamed = self._held, bytearray(), True
+
+    def _check_member(self) -> None:
+        """Decompress the current member in a second read of the file, without keeping its bytes; `GzipDamage` if
+        it is damaged. A member cut off by the end of the file passes: the first read raises at the cut."""
+        member = zlib.decompressobj(_GZIP_WBITS)
+        with self._reopen() as raw:
+            raw.seek(self._member_offset)
             try:
-                data = self._member.decompress(piece, size)
+                while not member.eof and (piece := member.unconsumed_tail or raw.read(_CHUNK)):
+                    member.decompress(piece, _CHUNK)
             except zlib.error as error:
                 self._damaged(str(error))
-            left = self._member.unused_data if self._member.eof else self._member.unconsumed_tail
-            self._fed += len(piece) - len(left)
-            if self._fed > 2 * _MAX_RESCAN:
-                self._drop(self._fed - _MAX_RESCAN)
-            if data:
-                self.delivered += len(data)
-                if self._member.eof:
-                    self.verified = self.delivered
-                return data
 
     def _damaged(self, reason: str) -> NoReturn:
         self._member = None
+        self._held = bytearray()
         self._fed = 0  # the decoder may have read past the next member's start: nothing of the window is used up
         self._resync_from = self._member_offset + 1
         raise GzipDamage(self._member_offset, reason)

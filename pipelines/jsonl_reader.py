@@ -15,8 +15,8 @@ def read_jsonl(path: str, reader: ByteReader, max_bytes: int) -> Iterator[RawRec
     """One document per line: `text`, `url`, `timestamp` (C4); Dolma's `metadata.url` and `created` as fallbacks.
 
     A leading UTF-8 BOM is dropped; a first line that is WARC or holds NUL bytes makes the file one
-    `format_mismatch`. Lines are passed on as read (a released C4 `.json.gz` is one gzip member, too big to hold
-    until its CRC checks). After a damaged gzip member, the first line is dropped without a problem of its own when
+    `format_mismatch`. Lines come only from gzip members that check out (a released C4 `.json.gz`, one member, is
+    checked in a first read). After a damaged gzip member, the first line is dropped without a problem of its own when
     it is not a valid document: it is most likely the tail of the line the damage cut.
     """
     number = 0

@@ -87,7 +87,8 @@ def read_records(
             if named_gzip != head.startswith(GZIP_MAGIC[:2]):
                 yield ReadProblem(path, "format_mismatch", _compression_mismatch(path, named_gzip, head))
                 return
-            reader = ByteReader(GzipSource(raw, head) if named_gzip else PlainSource(raw, head))
+            source = GzipSource(raw, head, lambda: open_binary(path)) if named_gzip else PlainSource(raw, head)
+            reader = ByteReader(source)
             if source_format is SourceFormat.WET:
                 items = read_wet(path, reader, max_record_bytes)
             elif source_format is SourceFormat.JSONL:

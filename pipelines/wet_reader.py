@@ -17,37 +17,10 @@ def read_wet(path: str, reader: ByteReader, max_bytes: int) -> Iterator[RawRecor
     dropped or guessed: which bytes were meant is unknown, a mis-decoded URL would go on into URL dedup and the URL
     filters as mojibake, and a record without a URL is dropped by validation anyway.
 
-    Each record or problem is held until the bytes after it have been read, which makes the gzip reader check the
-    CRC of the member that holds it; when that member turns out damaged, the held item is dropped (the
-    `corrupt_gzip` problem stands for it), so a Common Crawl file (one member per record) only yields records whose
-    member checked out.
-    """
-    held: tuple[RawRecord | ReadProblem, int] | None = None
-    try:
-        for item, end in _split_wet(path, reader, max_bytes):
-            if isinstance(item, ReadProblem) and item.kind == "corrupt_gzip":
-                if held is not None and held[1] <= reader.verified:
-                    yield held[0]
-                held = None
-                yield item
-                continue
-            if held is not None:
-                yield held[0]
-            held = (item, end)
-    except OSError:
-        if held is not None and held[1] <= reader.verified:
-            yield held[0]
-        raise
-    if held is not None:
-        yield held[0]
-
-
-def _split_wet(path: str, reader: ByteReader, max_bytes: int) -> Iterator[tuple[RawRecord | ReadProblem, int]]:
-    """The records and problems of a WET stream, each with the position where its bytes end.
-
     A record that does not fit the WARC frame (see `WarcSplitter`) is one problem, and reading resumes at the next
     line that ends in `WARC/1.0` from just after where the record's body started; bytes between records that
-    belong to no record are one `stray_bytes` per stretch.
+    belong to no record are one `stray_bytes` per stretch. The gzip reader delivers only the bytes of members that
+    check out, so a damaged member loses the records it holds (one in a Common Crawl file) and the one it cuts.
     """
     splitter = WarcSplitter(path, reader, max_bytes)
     line: bytes | None = None
@@ -69,25 +42,24 @@ def _split_wet(path: str, reader: ByteReader, max_bytes: int) -> Iterator[tuple[
                 problems += 1
                 where = f"after WET record {splitter.number}" if splitter.number else "before the first WET record"
                 message = f"{path} has {skipped} bytes {where} that belong to no record."
-                yield ReadProblem(path, "stray_bytes", message), reader.position
+                yield ReadProblem(path, "stray_bytes", message)
             if not line:
                 break
             count_skipped = True
             outcome, line = splitter.record(line)
             if outcome is not None:
                 problems += isinstance(outcome, ReadProblem)
-                yield outcome, reader.position
+                yield outcome
         except BadRecord as bad:
             problems += 1
-            yield bad.problem, reader.position
+            yield bad.problem
             line, count_skipped = bad.line, False
         except GzipDamage as damage:
             problems += 1
-            yield corrupt_gzip_problem(path, damage), reader.position
+            yield corrupt_gzip_problem(path, damage)
             line, count_skipped = None, False
     not_warc_start = first_bytes if not_warc else None
-    for problem in _wet_content_problems(path, splitter, problems, not_warc_start):
-        yield problem, reader.position
+    yield from _wet_content_problems(path, splitter, problems, not_warc_start)
 
 
 def _wet_content_problems(

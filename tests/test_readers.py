@@ -12,8 +12,11 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 from warcio.warcwriter import WARCWriter
 
+from c4prep.pipelines.byte_reader import ByteReader
+from c4prep.pipelines.gzip_members import MAX_HELD_BYTES, GzipSource
 from c4prep.pipelines.readers import MAX_RECORD_BYTES, ReadProblem, detect_format, read_records
 from c4prep.pipelines.records import RawRecord, SourceFormat
+from c4prep.pipelines.wet_reader import read_wet
 
 SAMPLE_WET = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 SAMPLE_PAGES = 335
@@ -217,6 +220,51 @@ def test_damaged_deflate_data_drops_only_its_record(tmp_path, webdata, sample_re
     assert_all_but(records, problems, sample_records, lost=200, kind="corrupt_gzip")
 
 
+def one_member_sample(webdata: Path, level: int) -> bytes:
+    """The real sample gzipped again as one member (335 records in it)."""
+    return gzip.compress(gzip.decompress((webdata / SAMPLE_WET).read_bytes()), compresslevel=level, mtime=0)
+
+
+def read_wet_holding(data: bytes, max_held: int) -> tuple[list[RawRecord], list[ReadProblem]]:
+    """Records and problems of a .warc.wet.gz file's bytes, with members above `max_held` bytes checked first."""
+    head = data[:4]
+    source = GzipSource(io.BytesIO(data[4:]), head, lambda: io.BytesIO(data), max_held=max_held)
+    items = list(read_wet("x.warc.wet.gz", ByteReader(source), MAX_RECORD_BYTES))
+    return ([item for item in items if isinstance(item, RawRecord)],
+            [item for item in items if isinstance(item, ReadProblem)])
+
+
+HELD_OR_CHECKED_FIRST = pytest.mark.parametrize("max_held", [MAX_HELD_BYTES, 4096], ids=["held", "checked_first"])
+
+
+@HELD_OR_CHECKED_FIRST
+def test_damaged_member_of_many_records_gives_none_of_them(webdata, max_held):
+    """A byte changed in a stored (uncompressed) block passes decoding; only the member's CRC, at its end, finds it.
+    None of the member's records may come out: the changed URL would have gone into the corpus."""
+    data = bytearray(one_member_sample(webdata, level=0))
+    at = data.index(b"WARC-Target-URI: https://", len(data) // 2) + len("WARC-Target-URI: http")
+    data[at] = ord("X")
+    records, problems = read_wet_holding(bytes(data), max_held)
+    assert records == []
+    assert kinds(problems) == ["corrupt_gzip"] and "incorrect data check" in problems[0].message
+
+
+@HELD_OR_CHECKED_FIRST
+def test_intact_member_of_many_records_gives_all_of_them(webdata, sample_records, max_held):
+    records, problems = read_wet_holding(one_member_sample(webdata, level=6), max_held)
+    assert problems == []
+    assert [record.body for record in records] == [record.body for record in sample_records]
+
+
+@HELD_OR_CHECKED_FIRST
+def test_member_of_many_records_cut_off_keeps_the_records_before_the_cut(webdata, sample_records, max_held):
+    data = one_member_sample(webdata, level=6)
+    records, problems = read_wet_holding(data[: len(data) * 2 // 3], max_held)
+    assert 100 < len(records) < SAMPLE_PAGES
+    assert [record.body for record in records] == [record.body for record in sample_records[: len(records)]]
+    assert kinds(problems) == ["corrupt_gzip"] and "ends in the middle of a gzip member" in problems[0].message
+
+
 class Trickle(io.BytesIO):
     """A file object that returns at most 3 bytes per read, as some network streams return short reads."""
 
@@ -297,6 +345,16 @@ def test_truncated_jsonl_gz_keeps_the_complete_lines(tmp_path, webdata):
     expected = [json.loads(line)["url"] for line in lines.splitlines()[: len(records)]]
     assert [record.url for record in records] == expected
     assert kinds(problems) == ["corrupt_gzip"]
+
+
+def test_released_c4_jsonl_gz_with_a_changed_byte_gives_no_line(tmp_path, webdata):
+    """A released C4 file is one gzip member: a changed byte that decodes (a stored block) fails only its CRC."""
+    data = bytearray(gzip.compress((webdata / "c4-en-train-00000-first500.jsonl").read_bytes(), compresslevel=0))
+    data[len(data) // 2] ^= 0x01
+    path = tmp_path / "changed.jsonl.gz"
+    path.write_bytes(bytes(data))
+    records, problems = read(path)
+    assert records == [] and kinds(problems) == ["corrupt_gzip"]
 
 
 # --- damaged WET records --------------------------------------------------------------------------------------
