@@ -17,6 +17,10 @@ with 2 workers, its worker run through `runpy` and exiting normally, had a worke
 ("terminate called without an active exception", exit 134, which the runner printed as a thread's traceback); ending
 with `os._exit`, in none of 60.
 
+c4prep's own warnings (a skipped bad input) reach the runner too, but as the runner's Beam logs, which it keeps off
+the terminal (`user_errors.quiet_engine_logs`): the worker prints them to its stderr, the terminal, as the runner
+prints them in memory.
+
 Ctrl-C reaches every process of the terminal's process group, these workers too: each printed a KeyboardInterrupt
 traceback (60 lines with 2 workers). A worker now leaves its end to the interrupted runner's clean-up, which closes
 its streams (a worker that ended at once broke them, and a runner thread printed a traceback), and ends by itself,
@@ -60,6 +64,16 @@ def end_after_the_runner(signum: int, frame: object) -> None:
     threading.Timer(INTERRUPTED_GRACE_S, os._exit, args=(0,)).start()
 
 
+def c4prep_warnings_to_stderr() -> None:
+    """c4prep's warnings on this worker's stderr, in the runner's format."""
+    from c4prep.user_errors import LOG_FORMAT
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logging.getLogger("c4prep").addHandler(handler)
+
+
 def no_print_to_stderr(*values: object, file=None, **options) -> None:
     """`print`, except to stderr: in place of the builtin in Beam's `sdk_worker` module, whose one print is a failed
     instruction's traceback."""
@@ -70,6 +84,7 @@ def no_print_to_stderr(*values: object, file=None, **options) -> None:
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, end_after_the_runner)
     logging.getLogger().addHandler(logging.NullHandler())
+    c4prep_warnings_to_stderr()
     from apache_beam.runners.worker import sdk_worker, sdk_worker_main
 
     sdk_worker.print = no_print_to_stderr

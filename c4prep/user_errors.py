@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import click
 
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"  # a warning on the terminal, from any process of a command
 USAGE_EXIT_CODE = 2
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
 INTERRUPTED = ("Interrupted: stopped before finishing; run the command again (it cleans up what this run left, and "
@@ -121,7 +122,7 @@ def reported_as_user_errors(*error_types: type[BaseException]) -> Iterator[None]
 def quiet_engine_logs() -> None:
     """Keep Beam's own error logs (worker tracebacks of an error c4prep reports in one line) and its import-time
     notice about BigQuery's client off the terminal, unless ``--debug``. Call it before Beam is imported."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format=LOG_FORMAT)
     if not debug_requested():
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
         logging.getLogger().addFilter(not_beams_bigquery_notice)  # a no-op when added before
