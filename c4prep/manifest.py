@@ -16,7 +16,8 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -377,13 +378,14 @@ def _output_kind(output_uri: str, types: Mapping[str, pafs.FileType]) -> str | N
     return VOCABULARY if types[VOCABULARY_CARD] == pafs.FileType.File else None
 
 
-def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> None:
+def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> bool:
     """Create the output folder if needed, before any work: an :class:`OutputFolderError` when ``output_uri`` is a
     file, cannot be created (a file on its path, no permission), holds another kind of output than the one the
     command ``writes`` (one of :data:`OUTPUT_KINDS`), which it would replace (a mistyped ``--output``), or a folder
-    where the command writes a file: the manifest, the card, or one of ``files``."""
+    where the command writes a file: the manifest, the card, or one of ``files``. Whether it made the folder."""
     fs, path = resolve_uri(output_uri)
-    if fs.get_file_info(path).type == pafs.FileType.File:
+    kind = fs.get_file_info(path).type
+    if kind == pafs.FileType.File:
         raise OutputFolderError(f"the output {output_uri} is a file; give a folder")
     written = (MANIFEST_NAME, CARD_NAME, *files)
     names = (*written, VOCABULARY_CARD)
@@ -401,3 +403,26 @@ def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ())
         fs.create_dir(path, recursive=True)
     except OSError as error:
         raise OutputFolderError(f"cannot create the output folder {output_uri}: {error}") from None
+    return kind == pafs.FileType.NotFound
+
+
+@contextmanager
+def output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> Iterator[None]:
+    """:func:`check_output_folder` before the block; a folder it made is removed again when the block fails and
+    leaves it empty, so a refused run leaves nothing behind."""
+    made = check_output_folder(output_uri, writes, files)
+    try:
+        yield
+    except BaseException:
+        if made:
+            _remove_if_empty(output_uri)
+        raise
+
+
+def _remove_if_empty(folder_uri: str) -> None:
+    fs, path = resolve_uri(folder_uri)
+    try:
+        if not fs.get_file_info(pafs.FileSelector(path, allow_not_found=True)):
+            fs.delete_dir(path)
+    except OSError as error:
+        LOGGER.warning("could not remove the empty output folder %s: %s", folder_uri, error)

@@ -63,13 +63,16 @@ def _parse_num_shards(value: str) -> int | None:
               help="URL list file (one URL per line) for the webtextlike variant; repeatable.")
 @click.option("--allow-empty", is_flag=True,
               help="Publish an empty corpus (by default a run that keeps no page refuses and leaves the output).")
+@click.option("--allow-damaged", is_flag=True,
+              help="Replace the output even when this run skipped more bad input than the run that made it (by "
+                   "default refused: the output stays as it was).")
 @click.option("--progress-interval", default="30", show_default=True, metavar="SECONDS",
               help="Seconds between progress lines on stderr when it is not a terminal (a terminal's line is "
                    "redrawn every second); 0 turns progress off.")
 @click.option("--no-progress", is_flag=True, help="No progress line (same as --progress-interval 0).")
 @click.pass_context
 def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, num_shards, shard_format, variant,
-        dedup, near_dedup, webtext_urls, allow_empty, progress_interval, no_progress) -> None:
+        dedup, near_dedup, webtext_urls, allow_empty, allow_damaged, progress_interval, no_progress) -> None:
     """Build a C4 corpus (default: `en`): WET in, cleaned shards (Arrow, Parquet or JSON Lines) and a dataset card
     out.
 
@@ -110,7 +113,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     interval = 0.0 if no_progress else _parse_progress_interval(progress_interval)
     config = RunConfig(output=output, inputs=list(inputs), path_list=input_list, path_prefix=input_prefix,
                        num_shards=_parse_num_shards(num_shards), runner=runner, variant=corpus_variant,
-                       allow_empty=allow_empty, format=shard_format)
+                       allow_empty=allow_empty, allow_damaged=allow_damaged, format=shard_format)
     beam_options = PipelineOptions(ctx.args)
     if is_dry_run(beam_options):
         with reported_as_user_errors(RunnerSetupError):

@@ -154,7 +154,8 @@ def format_input_problems(funnel: Funnel) -> str:
     """One line on the input a run skipped as damaged or unreadable, by kind; "" when there was none."""
     if not funnel.input_problems:
         return ""
-    return (f"skipped bad input in {funnel.input_files:,} input files ({input_problem_counts(funnel)}); each is "
+    files = f"{funnel.input_files:,} input file{'' if funnel.input_files == 1 else 's'}"
+    return (f"skipped bad input ({input_problem_counts(funnel)}) among {files}; each is "
             "logged above and counted under 'read-input' in the manifest")
 
 

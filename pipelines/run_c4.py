@@ -10,7 +10,15 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from c4prep.beam_runs import dry_run, is_dask_runner, job_pipeline, pipeline_options, run_to_completion
-from c4prep.manifest import DOCUMENTS, Manifest, build_manifest, check_output_folder, new_staging_uri
+from c4prep.manifest import (
+    DOCUMENTS,
+    Manifest,
+    ManifestError,
+    build_manifest,
+    new_staging_uri,
+    output_folder,
+    read_manifest,
+)
 from c4prep.progress import ProgressSettings
 from c4prep.runner_results import RunnerSetupError
 from c4prep.schemas import DOCUMENT_SCHEMA
@@ -32,6 +40,11 @@ class EmptyRunError(InputError):
     """A run kept no page: it refuses to publish an empty corpus unless `allow_empty` (message says why)."""
 
 
+class DamagedRunError(InputError):
+    """A run skipped more bad input than the one that made the output it would replace: it refuses to publish over
+    it unless `allow_damaged` (message says why)."""
+
+
 class DataLossError(RuntimeError):
     """Pages or dedup records went missing, or were duplicated, between two pipeline steps (`Funnel.losses`);
     nothing was written."""
@@ -49,6 +62,7 @@ class RunConfig:
     runner: str = "DirectRunner"
     variant: CorpusVariant = field(default_factory=lambda: load_variant("en"))
     allow_empty: bool = False  # publish even when no page is kept (otherwise refused: the output stays as it was)
+    allow_damaged: bool = False  # replace an output made with less bad input (otherwise refused, as above)
     format: str = "arrow"  # shard file format: one of c4prep.shard_formats.FORMATS
 
     def __post_init__(self) -> None:
@@ -120,6 +134,27 @@ def check_publishable(funnel: Funnel, config: RunConfig) -> None:
         why = f"kept none of the {funnel.pages_in:,} pages it read (dropped most: {top})"
     raise EmptyRunError(f"the run {why}, so it did not publish an empty corpus: {config.output} is unchanged. "
                         "Check --input, or pass --allow-empty to publish an empty corpus")
+
+
+def check_no_more_damage(funnel: Funnel, config: RunConfig) -> None:
+    """A :class:`DamagedRunError` when the run skipped more bad input than the run that made the output it would
+    replace (a damaged copy of the input would replace a corpus made from an intact one), unless `allow_damaged`."""
+    skipped = sum(funnel.input_problems.values())
+    if not skipped or config.allow_damaged:
+        return
+    try:
+        published = read_manifest(config.output)
+    except ManifestError:  # nothing published, or a manifest that cannot be read: nothing good to keep
+        return
+    before = sum(published.extra.get("funnel", {}).get("input_problems", {}).values())
+    if skipped <= before:
+        return
+    documents = sum(split.num_rows for split in published.splits.values())
+    raise DamagedRunError(
+        f"the run skipped bad input ({input_problem_counts(funnel)}; the log above names each) where the run that "
+        f"made {config.output} skipped {before or 'none'}: it kept {funnel.pages_out:,} documents, the output holds "
+        f"{documents:,}, so it did not replace it: {config.output} is unchanged. Replace the damaged input, give "
+        "another --output, or pass --allow-damaged to publish over it")
 
 
 def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str,
@@ -196,16 +231,17 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
     run. The plot is not a shard: the manifest and the dataset card do not list it."""
     check_runner(config)
     files = check_inputs(config)
-    check_output_folder(config.output, DOCUMENTS, files=[PLOT_NAME])
     beam_args, input_files = list(beam_args or []), None
     if is_dask_runner(config.runner) and not config.path_list:
         input_files, beam_args = files, one_partition_per_file(files, beam_args)
     options = pipeline_options(config.runner, beam_args)
-    with job_pipeline(options) as pipeline, staged_output(config.output) as staging:
+    with output_folder(config.output, DOCUMENTS, files=[PLOT_NAME]), job_pipeline(options) as pipeline, \
+            staged_output(config.output) as staging:
         build_c4_pipeline(pipeline, config, staging.uri, input_files, claim_buckets(len(files)))
         counters = run_to_completion(pipeline, options, progress)
         funnel = build_funnel(counters)
         check_publishable(funnel, config)
+        check_no_more_damage(funnel, config)
         infos = complete_empty_shards(staging.uri, staging.shard_infos(), config.format)
         manifest = build_manifest(
             DOCUMENT_SCHEMA,

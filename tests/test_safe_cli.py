@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,41 @@ def test_a_run_that_keeps_no_page_leaves_the_published_corpus(published, tmp_pat
     assert _snapshot(published) == before
 
 
+def test_a_refused_run_leaves_no_new_folder(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    line = _one_line_error(_invoke("run", "--input", str(tmp_path / "empty.jsonl"), "--output",
+                                   str(tmp_path / "new" / "out")))
+    assert line.startswith("Error: the run read no valid record")
+    assert not (tmp_path / "new" / "out").exists()
+
+
+def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published, webdata, tmp_path):
+    """The sample cut after its 20th gzip member (a download cut short) would replace the corpus of the whole
+    sample with 10 documents; refused, unless --allow-damaged. Another run with as much bad input replaces it."""
+    output = tmp_path / "en"
+    shutil.copytree(published, output)
+    before = _snapshot(output)
+    data = (webdata / SAMPLE_NAME).read_bytes()
+    ends, offset = [], 0
+    while len(ends) < 20:
+        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        member.decompress(data[offset:])
+        offset = len(data) - len(member.unused_data)
+        ends.append(offset)
+    cut = tmp_path / "cut.warc.wet.gz"
+    cut.write_bytes(data[: ends[-1] + 50])
+    run_cut = ("run", "--input", str(cut), "--output", str(output), "--num-shards", "2")
+    line = _one_line_error(_invoke(*run_cut))
+    assert line.startswith("Error: the run skipped bad input (1 corrupt_gzip; the log above names each) where the "
+                           f"run that made {output} skipped none: it kept 10 documents, the output holds 84, so it "
+                           f"did not replace it: {output} is unchanged.")
+    assert "--allow-damaged" in line
+    assert _snapshot(output) == before
+    assert _invoke(*run_cut, "--allow-damaged").exit_code == 0
+    assert _invoke(*run_cut).exit_code == 0
+    assert sum(split.num_rows for split in read_manifest(str(output)).splits.values()) == 10
+
+
 def test_allow_empty_publishes_an_empty_corpus(tmp_path, monkeypatch):
     (tmp_path / "empty.jsonl").write_text("")
     result = _invoke("run", "--input", str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "out"),
@@ -118,7 +154,7 @@ def test_a_folder_as_input_means_every_file_below_it(webdata, tmp_path):
     counters = read_manifest(str(tmp_path / "out")).counters["read-input"]
     assert counters == {"files": 2, "records": 335, "problem:unknown_format": 1}
     assert result.output.strip().splitlines()[-1] == (
-        "Warning: skipped bad input in 2 input files (1 unknown_format); each is logged above and counted under "
+        "Warning: skipped bad input (1 unknown_format) among 2 input files; each is logged above and counted under "
         "'read-input' in the manifest")
 
 
@@ -221,7 +257,7 @@ def test_worker_processes_keep_their_logs_off_the_terminal(without_beams_gcp_ext
     assert done.stderr.splitlines() == [
         f"WARNING c4prep.pipelines.beam_c4: skipped bad input: {path}: the gzip member at byte 295282 is damaged "
         "(Error -3 while decompressing data: incorrect data check); what it held is skipped.",
-        "Warning: skipped bad input in 1 input files (1 corrupt_gzip); each is logged above and counted under "
+        "Warning: skipped bad input (1 corrupt_gzip) among 1 input file; each is logged above and counted under "
         "'read-input' in the manifest"]
     assert "84 documents" in done.stdout
 

@@ -20,8 +20,8 @@ from c4prep.manifest import (
     TOKENS,
     Manifest,
     build_manifest,
-    check_output_folder,
     manifest_fingerprint,
+    output_folder,
     read_listed_shard,
     read_manifest,
 )
@@ -120,12 +120,12 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
         vocab = SentencePieceVocabulary(model_proto, extra_ids=config.extra_ids)
     except ValueError as error:
         raise TokenizeError(f"--vocab {config.vocab}: {error}") from None
-    check_output_folder(config.output, TOKENS)
     model_sha256 = vocab.model_sha256
     schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
     options = pipeline_options(config.runner, list(beam_args or []))
     names = [shard.name for shard in source.shards if source.splits[shard.split].num_rows]  # no 0-row split's shard
-    with job_pipeline(options) as pipeline, staged_output(config.output) as staging:
+    with output_folder(config.output, TOKENS), job_pipeline(options) as pipeline, \
+            staged_output(config.output) as staging:
         _ = (
             pipeline
             | "ShardNames" >> beam.Create(names)

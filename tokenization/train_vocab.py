@@ -23,8 +23,8 @@ from c4prep.manifest import (
     VOCABULARY,
     VOCABULARY_CARD,
     Manifest,
-    check_output_folder,
     manifest_fingerprint,
+    output_folder,
     read_manifest,
 )
 from c4prep.shards import atomic_output, join_uri, resolve_uri
@@ -202,13 +202,13 @@ def train_vocabulary(config: VocabConfig) -> VocabResult:
     """Sample, train, and write ``spm.model``, ``spm.vocab`` and the card (last) into ``config.output``."""
     check_config(config)
     manifests = document_manifests(config)  # the inputs are checked before the output folder is made
-    check_output_folder(config.output, VOCABULARY, files=[MODEL_NAME, VOCAB_NAME, CARD_NAME])
-    started = time.monotonic()
-    sentences, sources = sample_sentences(config, manifests)
-    sampled = time.monotonic()
-    options = trainer_options(config)
-    model_proto = train_model(sentences, options)
-    trained = time.monotonic()
+    with output_folder(config.output, VOCABULARY, files=[MODEL_NAME, VOCAB_NAME, CARD_NAME]):
+        started = time.monotonic()
+        sentences, sources = sample_sentences(config, manifests)
+        sampled = time.monotonic()
+        options = trainer_options(config)
+        model_proto = train_model(sentences, options)
+        trained = time.monotonic()
     processor = spm.SentencePieceProcessor(model_proto=model_proto)
     card = {
         "format": CARD_FORMAT,
