@@ -75,5 +75,5 @@ setup(
         # for gpu_suite.sh, whose GPU tests run in 8 processes sharing the GPU.
         "bench": ["transformers>=4.40,<5", "matplotlib>=3.7", "pytest-xdist>=3.5"],
     },
-    entry_points={"console_scripts": ["c4prep=c4prep.cli:main", "train=c4prep.training.cli:main"]},
+    entry_points={"console_scripts": ["c4prep=c4prep.launch:c4prep", "train=c4prep.launch:train"]},
 )

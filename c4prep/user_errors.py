@@ -15,11 +15,10 @@ from contextlib import contextmanager
 
 import click
 
+from c4prep.interrupted import INTERRUPTED, INTERRUPTED_EXIT_CODE
+
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"  # a warning on the terminal, from any process of a command
 USAGE_EXIT_CODE = 2
-INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C stopped
-INTERRUPTED = ("Interrupted: stopped before finishing; run the command again (it cleans up what this run left, and "
-               "a published output is replaced only by a complete one)")
 
 
 class UserError(click.ClickException):

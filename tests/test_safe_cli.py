@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from c4prep.cli import main
 from c4prep.manifest import read_manifest
-from c4prep.user_errors import INTERRUPTED
+from c4prep import launch
+from c4prep.interrupted import INTERRUPTED, INTERRUPTED_EXIT_CODE, TRAINING_INTERRUPTED
 
 SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 
@@ -355,3 +356,18 @@ def test_a_folder_where_the_run_writes_a_file_is_refused_before_the_job(tmp_path
     line = _one_line_error(_invoke("run", "--output", str(tmp_path / "out")))
     assert line == f"Error: the output {tmp_path / 'out'} has a folder named {name}, where the command writes a " \
                    "file: move it away"
+
+
+@pytest.mark.parametrize("script, line", [(launch.c4prep, INTERRUPTED),
+                                          (launch.train, f"train: interrupted: {TRAINING_INTERRUPTED}")])
+def test_ctrl_c_while_a_console_script_imports_is_one_line(script, line, monkeypatch, capsys):
+    """The console scripts import their command line (a second or two: torch, Beam) before its handlers are in
+    place; Ctrl-C then printed a traceback of the import."""
+    def interrupted_import(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launch.importlib, "import_module", interrupted_import)
+    with pytest.raises(SystemExit) as stopped:
+        script()
+    assert stopped.value.code == INTERRUPTED_EXIT_CODE
+    assert capsys.readouterr().err == line + "\n"

@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Sequence
 
 from c4prep.manifest import ManifestError
-from c4prep.user_errors import INTERRUPTED_EXIT_CODE
+from c4prep.interrupted import INTERRUPTED_EXIT_CODE, TRAINING_INTERRUPTED
 
 from .checkpoint import CheckpointError
 from .config import TrainConfigError, config_dir, load_config, to_yaml
@@ -31,7 +31,6 @@ Examples:
   torchrun --nproc_per_node=2 -m c4prep.training.cli trainer.device=cpu   # DDP (gloo on CPU)
 """
 USER_ERRORS = (TrainConfigError, TokenDataError, CheckpointError, ManifestError)
-INTERRUPTED = "run the same command again: a training stage resumes from its run folder's latest checkpoint"
 
 
 def _groups() -> str:
@@ -83,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _report("stopped", error, debug)
         return 1
     except KeyboardInterrupt as error:
-        _report("interrupted", error, debug, INTERRUPTED)
+        _report("interrupted", error, debug, TRAINING_INTERRUPTED)
         return INTERRUPTED_EXIT_CODE
     finally:
         shutdown_distributed()
