@@ -1,4 +1,4 @@
-"""`python -m c4prep` runs the command line."""
-from c4prep.cli import main
+"""`python -m c4prep` runs the command line, as the `c4prep` console script does."""
+from c4prep.launch import c4prep
 
-main()
+c4prep()
