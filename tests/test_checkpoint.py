@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch import nn
 
-from c4prep.training.checkpoint import CheckpointError, load_checkpoint
+from c4prep.training.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
 from c4prep.training.config import load_config
 from c4prep.training.distributed import DistEnv
 from c4prep.training.optim import OPTIMIZERS, build_optimizer
@@ -67,3 +67,18 @@ def test_resuming_with_another_rank_count_is_a_checkpoint_error(tmp_path):
     state = load_checkpoint(tmp_path)
     with pytest.raises(CheckpointError, match="written by 2 rank"):
         mlp_trainer(tmp_path, "adamw", max_steps=4).load_state_dict({**state, "rng": state["rng"] * 2})
+
+
+def test_latest_checkpoint_without_its_pointer_is_the_newest_step_file(tmp_path):
+    """Deleting a damaged latest checkpoint and its pointer, as the error says, resumes from the one before (the
+    run started over from step 0 and pruned it)."""
+    for step in (2, 4, 6):
+        save_checkpoint(tmp_path, step, {"step": step}, keep=3)
+    folder = tmp_path / "checkpoints"
+    (folder / "step_00000006.pt").unlink()
+    with pytest.raises(CheckpointError, match="names step_00000006.pt, which does not exist: delete .*latest to "
+                                              "resume from step_00000004.pt, the newest checkpoint left,"):
+        latest_checkpoint(tmp_path)
+    (folder / "latest").unlink()
+    assert latest_checkpoint(tmp_path) == folder / "step_00000004.pt"
+    assert latest_checkpoint(tmp_path / "elsewhere") is None

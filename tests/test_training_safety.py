@@ -41,6 +41,13 @@ class RunsCode:
         return pathlib.Path.touch, (self.marker,)
 
 
+class RunsShell(RunsCode):
+    """The same through ``os.system``, which torch refuses in other words (its module, posix, is blocked)."""
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
 def train(tokens: Path, tmp_path: Path, *overrides: str) -> int:
     return main([f"data.tokens={tokens}", f"output_dir={tmp_path / 'run'}", *TINY, *overrides])
 
@@ -53,9 +60,10 @@ def one_line_error(capsys) -> str:
 
 @pytest.mark.parametrize("stage", ["pretrain", "evaluate"])
 @pytest.mark.parametrize("writer", ["torch.save", "legacy torch.save", "pickle.dump"])
-def test_a_checkpoint_that_would_run_code_is_refused_unrun(sample_tokens, tmp_path, capsys, stage, writer):
+@pytest.mark.parametrize("payload", [RunsCode, RunsShell])
+def test_a_checkpoint_that_would_run_code_is_refused_unrun(sample_tokens, tmp_path, capsys, stage, writer, payload):
     marker, evil = tmp_path / "marker", tmp_path / "evil.pt"
-    state = {"step": 1, "model": {}, "model_spec": {"name": "t5"}, "payload": RunsCode(marker)}
+    state = {"step": 1, "model": {}, "model_spec": {"name": "t5"}, "payload": payload(marker)}
     if writer == "pickle.dump":
         evil.write_bytes(pickle.dumps(state, protocol=2))
     else:
@@ -93,6 +101,19 @@ def test_a_damaged_or_foreign_checkpoint_is_one_line(tmp_path, capsys, damage):
     assert main(["stage=evaluate", f"init_from={checkpoint}", f"output_dir={tmp_path / 'run'}", *TINY]) == 2
     err = one_line_error(capsys)
     assert err.startswith(f"train: error: {checkpoint} is not a c4prep checkpoint"), err
+
+
+def test_a_changed_byte_in_a_checkpoints_weights_is_one_line(tmp_path, capsys):
+    """torch.load does not check the CRC-32 of the zip entries it reads: the changed weight loaded."""
+    checkpoint = tmp_path / "step_00000003.pt"
+    torch.save({"step": 3, "model": {"weight": torch.arange(4096.0)}, "model_spec": {"name": "t5"}}, checkpoint)
+    data = bytearray(checkpoint.read_bytes())
+    data[data.index(torch.arange(4096.0)[2000:2001].numpy().tobytes())] ^= 0x01
+    checkpoint.write_bytes(bytes(data))
+    assert main(["stage=evaluate", f"init_from={checkpoint}", f"output_dir={tmp_path / 'run'}", *TINY]) == 2
+    err = one_line_error(capsys)
+    assert err == (f"train: error: {checkpoint} is damaged: its entry step_00000003/data/0 does not match what was "
+                   "recorded when it was written; delete it to resume from an older checkpoint")
 
 
 @pytest.mark.parametrize("mismatch, message", [

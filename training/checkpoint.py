@@ -6,13 +6,16 @@ state and the run's config. ``latest`` names the newest complete file; it is rep
 fully written, so a crash never leaves a half checkpoint that a resume would pick up.
 
 A checkpoint holds only tensors and plain containers (dict, list, tuple, str, int, float, bool, None), so it loads
-with ``torch.load(weights_only=True)``: loading a file from anywhere (``init_from=``) never runs code from it.
+with ``torch.load(weights_only=True)``: loading a file from anywhere (``init_from=``) never runs code from it. Its
+zip entries are checked against the CRC-32 that ``torch.save`` recorded for each before it loads, which torch does
+not do: a changed byte in the weights would otherwise load.
 """
 from __future__ import annotations
 
 import os
 import re
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,8 @@ import torch
 LATEST = "latest"
 REQUIRED_FIELDS = {"step": int, "model": dict, "model_spec": dict}  # in every checkpoint of `train`; stages read them
 _STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
-_UNSAFE_GLOBAL = re.compile(r"Unsupported global: GLOBAL (\S+)")  # torch's weights-only refusal of a Python object
+# torch's weights-only refusals of a Python object: not allowed, or of a module it blocks (os.system: posix.system)
+_UNSAFE_GLOBAL = re.compile(r"(?:Unsupported global: GLOBAL|Trying to load unsupported GLOBAL) (\S+)")
 
 
 class CheckpointError(ValueError):
@@ -53,14 +57,18 @@ def _step_files(folder: Path) -> list[Path]:
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run folder, or None."""
-    pointer = checkpoint_dir(run_dir) / LATEST
+    """The newest complete checkpoint of a run folder, or None: the one ``latest`` names, or without ``latest`` the
+    newest step file (each is complete once it has its name)."""
+    folder = checkpoint_dir(run_dir)
+    pointer = folder / LATEST
     if not pointer.is_file():
-        return None
-    path = checkpoint_dir(run_dir) / pointer.read_text().strip()
+        return max(_step_files(folder), default=None)
+    path = folder / pointer.read_text().strip()
     if not path.is_file():
-        raise CheckpointError(f"{pointer} names {path.name}, which does not exist; "
-                              f"delete {pointer} or restore the file")
+        left = max(_step_files(folder), default=None)
+        instead = f"delete {pointer} to resume from {left.name}, the newest checkpoint left," if left else \
+            f"delete {pointer} to start over"
+        raise CheckpointError(f"{pointer} names {path.name}, which does not exist: {instead} or restore the file")
     return path
 
 
@@ -81,6 +89,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint on the CPU, unpickling only tensors and plain containers: a :class:`CheckpointError` for a
     file that would need to run code to load, or that is not (or no longer) a checkpoint `train` wrote."""
     path = resolve_checkpoint(path)
+    _check_recorded_crcs(path)
     try:
         with warnings.catch_warnings():  # torch warns about a plain pickle's protocol before refusing it
             warnings.filterwarnings("ignore", message="Detected pickle protocol")
@@ -99,6 +108,23 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(f"{path} is not a c4prep checkpoint (it lacks a step, model weights or a model_spec); "
                               "pass a step_*.pt file that `train` wrote")
     return state
+
+
+def _check_recorded_crcs(path: Path) -> None:
+    """A :class:`CheckpointError` when an entry of a zip checkpoint (what ``torch.save`` writes) does not match its
+    recorded CRC-32; a file that is not zip is left to ``torch.load`` to refuse."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError):
+        return
+    with archive:
+        try:
+            damaged = archive.testzip()
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
+            damaged = f"? ({error})"
+    if damaged is not None:
+        raise CheckpointError(f"{path} is damaged: its entry {damaged} does not match what was recorded when it was "
+                              "written; delete it to resume from an older checkpoint")
 
 
 def rng_state() -> dict[str, Any]:
