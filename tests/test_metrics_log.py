@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from c4prep.training.metrics_log import MetricsLogger, read_metrics
+from c4prep.training.config_errors import TrainConfigError
+from c4prep.training.metrics_log import JSONL_NAME, MetricsLogger, read_metrics
 
 
 def _csv_rows(directory) -> list[dict[str, str]]:
@@ -108,3 +109,13 @@ def test_bad_parameters(tmp_path):
         logger.log(1, "train", {"time": 1.0})
     with pytest.raises(ValueError, match="step must be >= 0"):
         logger.truncate_after(-1)
+
+
+@pytest.mark.parametrize("damage, problem", [(b"not json {\n", "line 2 is not a JSON record"),
+                                             (b"\xff\xfe\x00\x01\n", "line 2 is not a JSON record"),
+                                             (b"[1, 2]\n", "line 2 is not a JSON object")])
+def test_a_changed_metrics_file_is_one_error_naming_the_line(tmp_path, damage, problem):
+    path = tmp_path / JSONL_NAME
+    path.write_bytes(b'{"step": 1, "split": "train", "loss": 2.0}\n' + damage + b'{"step": 2, "split": "train"}\n')
+    with pytest.raises(TrainConfigError, match=f"{path} {problem}"):
+        read_metrics(path)

@@ -116,6 +116,23 @@ def test_a_changed_byte_in_a_checkpoints_weights_is_one_line(tmp_path, capsys):
                    "recorded when it was written; delete it to resume from an older checkpoint")
 
 
+@pytest.mark.parametrize("config_yaml, problem", [
+    ("model:\n  name: t5\n  : [unclosed\n", "expected <block end>"),
+    ("model: !!python/object/apply:os.system ['touch {marker}']\n", "could not determine a constructor"),
+    ("- a list\n", "not a YAML mapping"),
+])
+def test_a_changed_run_config_is_one_line_and_runs_nothing(tmp_path, capsys, config_yaml, problem):
+    run, marker = tmp_path / "run", tmp_path / "marker"
+    (run / "checkpoints").mkdir(parents=True)
+    torch.save({"step": 1, "model": {}, "model_spec": {"name": "t5"}}, run / "checkpoints" / "step_00000001.pt")
+    (run / "checkpoints" / "latest").write_text("step_00000001.pt\n")
+    (run / "config.yaml").write_text(config_yaml.format(marker=marker))
+    assert main(["stage=evaluate", f"init_from={run}", *TINY]) == 2
+    err = one_line_error(capsys)
+    assert err.startswith(f"train: error: {run / 'config.yaml'}") and problem in err, err
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("mismatch, message", [
     ("vocabulary", "ids but"),
     ("weights", "the checkpoint's weights do not fit the t5 model its model_spec describes"),

@@ -15,10 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
 from .checkpoint import CheckpointError, resolve_checkpoint
+from .config_errors import TrainConfigError
 
 RUN_STAGES = ("evaluate", "generate", "classify")
 RUN_SETTINGS = ("model", "objective", "data", "z_loss")
@@ -39,9 +42,21 @@ def _given(overrides: Sequence[str]) -> set[str]:
 
 
 def recorded_settings(folder: Path) -> dict[str, Any]:
-    """The settings a run folder's ``config.yaml`` recorded when the run trained; empty where it has none."""
+    """The settings a run folder's ``config.yaml`` recorded when the run trained; empty where it has none; a
+    :class:`TrainConfigError` when it is not a YAML mapping of settings (a tag that would build a Python object
+    included: OmegaConf loads YAML safely)."""
     saved = folder / RUN_CONFIG
-    return OmegaConf.to_container(OmegaConf.load(saved)) if saved.is_file() else {}
+    if not saved.is_file():
+        return {}
+    try:
+        settings = OmegaConf.to_container(OmegaConf.load(saved))
+    except (yaml.YAMLError, UnicodeDecodeError, OmegaConfBaseException) as error:
+        problem = " ".join(str(error).split())
+        raise TrainConfigError(f"{saved} cannot be read as the run's settings ({problem[:200]}): restore it, or "
+                               "give a new output_dir") from None
+    if not isinstance(settings, dict):
+        raise TrainConfigError(f"{saved} holds no settings (not a YAML mapping): restore it, or give a new output_dir")
+    return settings
 
 
 def _with_saved(cfg: DictConfig, run: dict[str, Any], names: Sequence[str], given: set[str]) -> DictConfig:

@@ -30,6 +30,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from .config_errors import TrainConfigError
+
 JSONL_NAME = "metrics.jsonl"
 CSV_NAME = "metrics.csv"
 TENSORBOARD_DIR = "tensorboard"
@@ -39,13 +41,24 @@ FIXED_COLUMNS = ("step", "split", "time")
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The records of a ``metrics.jsonl`` file (or of the one in a logger directory), in file order.
 
-    A final line without its newline is the remains of an interrupted write and is ignored.
+    A final line without its newline is the remains of an interrupted write and is ignored. A file that is not
+    UTF-8 JSON records is a :class:`TrainConfigError` naming the line.
     """
     path = Path(path)
     if path.is_dir():
         path = path / JSONL_NAME
-    lines = path.read_text(encoding="utf-8").split("\n")
-    return [json.loads(line) for line in lines[:-1] if line]
+    records = []
+    for number, line in enumerate(path.read_bytes().split(b"\n")[:-1], start=1):
+        try:
+            record = json.loads(line) if line else None
+        except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+            raise TrainConfigError(f"{path} line {number} is not a JSON record ({error}): the run's metrics were "
+                                   "changed since it wrote them; delete that line, or the file") from None
+        if record is not None and not isinstance(record, dict):
+            raise TrainConfigError(f"{path} line {number} is not a JSON object: delete that line, or the file")
+        if record is not None:
+            records.append(record)
+    return records
 
 
 class MetricsLogger:
