@@ -272,6 +272,16 @@ def test_a_resume_with_other_settings_is_refused_and_keeps_the_runs_record(sampl
            "stage another output_dir" in one_line_error(capsys)
 
 
+def test_a_resume_checks_the_settings_its_checkpoint_holds(sample_tokens, tmp_path, capsys):
+    """config.yaml edited to the new lr passed the check of config.yaml: the resumed optimizer kept lr 1.0."""
+    assert train(sample_tokens, tmp_path) == 0
+    record = tmp_path / "run" / "config.yaml"
+    record.write_text(record.read_text().replace("  lr: 1.0\n", "  lr: 0.5\n"))
+    capsys.readouterr()
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=2", "optimizer.lr=0.5") == 2
+    assert "optimizer.lr is 1.0 there and 0.5 now;" in one_line_error(capsys)
+
+
 def test_an_output_dir_that_cannot_be_a_folder_is_one_line(sample_tokens, tmp_path, capsys):
     (tmp_path / "run").write_text("a file")
     assert train(sample_tokens, tmp_path) == 2

@@ -33,7 +33,7 @@ from ..models.t5 import T5
 from ..trainer import Trainer, evaluate_model
 from .data_setup import load_vocabulary, pretrain_data
 from .model_setup import model_from_checkpoint, model_from_config, model_from_init
-from .run import RunContext, optimization_from_config, restore, start_run
+from .run import RunContext, checkpoint_record, optimization_from_config, restore, start_run
 
 log = logging.getLogger(__name__)
 UNSUPERVISED = "c4_span_corruption"
@@ -158,8 +158,7 @@ def run_finetune(cfg: TrainConfig) -> dict[str, Any]:
     trainer = Trainer(settings, ctx.run_dir, model, EncDecLoss(z_loss=cfg.z_loss), optimizer, scheduler,
                       train_batches, stream.grad_accum, ctx.env, ctx.device,
                       eval_batches=validation_batches if validation else None,
-                      checkpoint_extra={"model_spec": spec, "data_fingerprint": stream.fingerprint,
-                                        "config": {"stage": "finetune", "mixing_rates": rates}},
+                      checkpoint_extra=checkpoint_record(cfg, spec, stream.fingerprint, {"mixing_rates": rates}),
                       grad_hook=GradualUnfreezing(model.unfreezing_groups(), unfreeze) if unfreeze else None)
     restore(trainer, cfg, stream.fingerprint)
     start = trainer.step

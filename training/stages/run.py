@@ -74,10 +74,10 @@ def record_settings(run_dir: Path, cfg: TrainConfig) -> None:
     (run_dir / RUN_CONFIG).write_text(to_yaml(cfg))
 
 
-def check_resumable_settings(run_dir: Path, cfg: TrainConfig) -> None:
-    """A one-line error when the settings ``run_dir`` recorded differ from ``cfg`` in what a resume may not change
-    (`resume_settings`)."""
-    conflicts = resume_conflicts(recorded_settings(run_dir), settings_values(cfg))
+def check_resumable_settings(run_dir: Path, cfg: TrainConfig, recorded: dict[str, Any] | None = None) -> None:
+    """A one-line error when the settings ``run_dir`` recorded (its ``config.yaml``, or ``recorded``: those its
+    checkpoint holds) differ from ``cfg`` in what a resume may not change (`resume_settings`)."""
+    conflicts = resume_conflicts(recorded_settings(run_dir) if recorded is None else recorded, settings_values(cfg))
     if not conflicts:
         return
     key, old, new = conflicts[0]
@@ -110,8 +110,18 @@ def optimization_from_config(cfg: TrainConfig, model: torch.nn.Module) -> tuple[
     return optimizer, scheduler
 
 
+def checkpoint_record(cfg: TrainConfig, model_spec: dict[str, Any], data_fingerprint: str,
+                      config: dict[str, Any]) -> dict[str, Any]:
+    """What a stage's checkpoints hold beside the training state: the model spec, the data's fingerprint, the
+    settings the run trains with, and ``config`` (what the stages that use the run read, with the stage)."""
+    return {"model_spec": model_spec, "data_fingerprint": data_fingerprint, "settings": settings_values(cfg),
+            "config": config | {"stage": cfg.stage}}
+
+
 def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
-    """Apply ``resume=auto|never|must``: continue from the run folder's latest checkpoint when asked and present."""
+    """Apply ``resume=auto|never|must``: continue from the run folder's latest checkpoint when asked and present.
+    The checkpoint's settings (:func:`checkpoint_record`) are checked as :func:`start_run` checks ``config.yaml``:
+    an edited ``config.yaml`` cannot make a resume take a new ``optimizer.lr``, which it would ignore."""
     found = latest_checkpoint(trainer.run_dir)
     if cfg.resume == "must" and found is None:
         raise CheckpointError(f"resume=must but {trainer.run_dir} has no checkpoint; use resume=auto to start fresh")
@@ -119,6 +129,8 @@ def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
         trainer.logger.truncate_after(0)
         return
     state = load_checkpoint(found)
+    if "settings" in state:  # checkpoints written before they recorded them: config.yaml was checked
+        check_resumable_settings(trainer.run_dir, cfg, state["settings"])
     if state.get("data_fingerprint") != data_fingerprint:
         raise CheckpointError(f"{found} was trained on other data or batch settings; use a new output_dir or "
                               "resume=never to start over")
@@ -165,8 +177,7 @@ def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSource, validat
     def validation_batches():
         return row_set_eval_batches(validation, ctx.env.rank, ctx.env.world_size, settings.micro_batch_size, order)
 
-    extra = {"model_spec": model_spec, "data_fingerprint": stream.fingerprint,
-             "config": (checkpoint_config or {}) | {"stage": cfg.stage}}
+    extra = checkpoint_record(cfg, model_spec, stream.fingerprint, checkpoint_config or {})
     trainer = Trainer(settings, ctx.run_dir, model, batch_loss, optimizer, scheduler, train_batches, plan.grad_accum,
                       ctx.env, ctx.device, eval_batches=validation_batches if validation is not None else None,
                       checkpoint_extra=extra, rows_vary=pack_length is not None)
