@@ -16,6 +16,7 @@ import json
 import logging
 import re
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -182,7 +183,64 @@ class Manifest:
         if suffix is None or not all(shard.name.endswith(suffix) for shard in manifest.shards):
             raise ManifestError(f"shard_format {manifest.shard_format!r} is not one of {', '.join(SUFFIXES)} or not "
                                 "the format of every shard")
+        _check_listing(manifest)
         return manifest
+
+
+def _shard_entry(info: ShardInfo, shard_format: str) -> ShardEntry:
+    """The manifest entry of a shard, its split, index and count taken from its name; a ValueError for a name that
+    is not a shard name of ``shard_format``."""
+    parsed = parse_shard_name(info.name)
+    if parsed is None or format_of(info.name) != shard_format:
+        raise ValueError(f"{info.name!r} is not a shard name of format {shard_format} like "
+                         f"{shard_name('train', 0, 8, shard_format)!r}")
+    return ShardEntry(info.name, *parsed, info.num_rows, info.num_bytes, info.sha256)
+
+
+def _split_totals(shards: list[ShardEntry], splits: Iterable[str]) -> dict[str, SplitInfo]:
+    """The totals of every split of ``shards`` and of ``splits`` (0 rows without a shard), by name; a ValueError
+    in one sentence unless each split's shards are exactly shards 0..count-1 of one count, each listed once."""
+    totals: dict[str, SplitInfo] = {}
+    for split in sorted({*splits, *(s.split for s in shards)}):
+        entries = [s for s in shards if s.split == split]
+        counts = sorted({s.count for s in entries})
+        if len(counts) > 1:
+            raise ValueError(f"split {split!r} mixes shards of counts {', '.join(map(str, counts))}, but needs "
+                             "shards 0..count-1 of one count")
+        listed = Counter(s.index for s in entries)
+        missing = [str(index) for index in range(counts[0] if counts else 0) if index not in listed]
+        problems = [f"shard {index} {'twice' if n == 2 else f'{n} times'}" for index, n in sorted(listed.items())
+                    if n > 1]
+        if missing:
+            problems.append(f"shard{'s' if len(missing) > 1 else ''} {', '.join(missing)} not at all")
+        if problems:
+            raise ValueError(f"split {split!r} lists {' and '.join(problems)}, but needs each of shards "
+                             f"0..{counts[0] - 1} of {counts[0]} once")
+        totals[split] = SplitInfo(sum(s.num_rows for s in entries), sum(s.num_bytes for s in entries), len(entries))
+    return totals
+
+
+def _check_listing(manifest: Manifest) -> None:
+    """A :class:`ManifestError` unless the shards and splits of a read manifest are as :func:`build_manifest` makes
+    them: entries that match their names, complete splits, and split totals that are the sums of their shards."""
+    try:
+        for shard in manifest.shards:
+            if _shard_entry(ShardInfo(shard.name, shard.num_rows, shard.num_bytes, shard.sha256),
+                            manifest.shard_format) != shard:
+                raise ManifestError(f"the entry of shard {shard.name!r} gives split {shard.split!r}, index "
+                                    f"{shard.index!r} and count {shard.count!r}, which are not its name's")
+        totals = _split_totals(manifest.shards, manifest.splits)
+    except ValueError as e:
+        raise ManifestError(str(e)) from None
+    except TypeError as e:  # a count or size that is not a number
+        raise ManifestError(f"malformed content (TypeError: {e})") from None
+    for split, total in totals.items():
+        if split not in manifest.splits:
+            raise ManifestError(f"shards of split {split!r} are listed, but 'splits' lacks it")
+        for name, value in asdict(manifest.splits[split]).items():
+            if value != getattr(total, name):
+                raise ManifestError(f"split {split!r} records {name} {value}, but the shards listed for it give "
+                                    f"{getattr(total, name)}")
 
 
 def build_manifest(schema: pa.Schema, shard_infos: Iterable[ShardInfo], config: Mapping[str, Any],
@@ -191,26 +249,8 @@ def build_manifest(schema: pa.Schema, shard_infos: Iterable[ShardInfo], config: 
     """Describe written shards of ``shard_format``; each split must consist of exactly shards 0..count-1 of count.
     The ``splits`` named that have no shard are listed with 0 rows."""
     check_format(shard_format)
-    shards: list[ShardEntry] = []
-    for info in shard_infos:
-        parsed = parse_shard_name(info.name)
-        if parsed is None or format_of(info.name) != shard_format:
-            raise ValueError(f"{info.name!r} is not a shard name of format {shard_format} like "
-                             f"{shard_name('train', 0, 8, shard_format)!r}")
-        shards.append(ShardEntry(info.name, *parsed, info.num_rows, info.num_bytes, info.sha256))
-    shards.sort(key=lambda s: (s.split, s.index))
-    split_infos: dict[str, SplitInfo] = {}
-    for split in sorted({*splits, *(s.split for s in shards)}):
-        entries = [s for s in shards if s.split == split]
-        if not entries:
-            split_infos[split] = SplitInfo(0, 0, 0)
-            continue
-        counts = {s.count for s in entries}
-        if len(counts) != 1 or [s.index for s in entries] != list(range(entries[0].count)):
-            names = ", ".join(s.name for s in entries)
-            raise ValueError(f"split {split!r} needs shards 0..count-1 of one count, got: {names}")
-        split_infos[split] = SplitInfo(sum(s.num_rows for s in entries),
-                                       sum(s.num_bytes for s in entries), len(entries))
+    shards = sorted((_shard_entry(info, shard_format) for info in shard_infos), key=lambda s: (s.split, s.index))
+    split_infos = _split_totals(shards, splits)
     return Manifest(
         schema_ipc=base64.b64encode(schema.serialize().to_pybytes()).decode("ascii"),
         splits=split_infos,

@@ -151,6 +151,69 @@ def test_from_json_rejects_non_json_and_non_objects():
         Manifest.from_json("[1, 2]")
 
 
+
+def _written(out: Path) -> dict:
+    """Publish 3 train shards of 4 rows and an empty validation split into ``out``; its manifest as JSON."""
+    staging, infos = _stage(out, {"train": 3})
+    commit_output(str(out), staging, _manifest(infos, splits=["validation"]))
+    return json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
+
+
+def _duplicate_shard_1(doc: dict) -> None:
+    doc["shards"][2] = dict(doc["shards"][1])
+
+
+def _delete_shard_1(doc: dict) -> None:
+    del doc["shards"][1]
+    doc["splits"]["train"]["num_shards"] = 2
+
+
+def _mix_counts(doc: dict) -> None:
+    doc["shards"].append({**doc["shards"][0], "name": "train-00003-of-00004.arrow", "index": 3, "count": 4})
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (_duplicate_shard_1, r"split 'train' lists shard 1 twice and shard 2 not at all, but needs each of shards "
+                         r"0\.\.2 of 3 once"),
+    (_delete_shard_1, "split 'train' lists shard 1 not at all"),
+    (lambda d: d["splits"]["train"].update(num_rows=13),
+     "split 'train' records num_rows 13, but the shards listed for it give 12"),
+    (lambda d: d["splits"]["train"].update(num_bytes=1), "split 'train' records num_bytes 1, but"),
+    (lambda d: d["splits"]["validation"].update(num_rows=5), "split 'validation' records num_rows 5, but .* give 0"),
+    (lambda d: d["splits"].pop("train"), "shards of split 'train' are listed, but 'splits' lacks it"),
+    (lambda d: d["shards"][2].update(name=d["shards"][1]["name"]),
+     r"the entry of shard 'train-00001-of-00003\.arrow' gives split 'train', index 2 and count 3, which are not"),
+    (_mix_counts, "split 'train' mixes shards of counts 3, 4"),
+    (lambda d: d["shards"][0].update(num_rows="4"), "malformed content"),
+])
+def test_a_manifest_listing_other_shards_than_its_splits_is_refused(tmp_path, mutate, match):
+    """A hand-edited manifest listing a shard twice, or not at all, or totals its shards do not add up to was read,
+    and each listed shard was only checked on its own: a split read the wrong data. Now reading it fails in one
+    line naming the problem."""
+    out = tmp_path / "out"
+    doc = _written(out)
+    mutate(doc)
+    (out / MANIFEST_NAME).write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(ManifestError, match=match) as err:
+        read_manifest(str(out))
+    message = str(err.value)
+    assert message.startswith(f"{out / MANIFEST_NAME}: ") and message.endswith("re-run the stage that produces it")
+    assert "\n" not in message
+
+
+def test_every_listing_build_manifest_writes_is_read(tmp_path):
+    """Entries in any order, and a format-2 output whose split without rows has one empty shard, are read."""
+    out = tmp_path / "out"
+    staging, infos = _stage(out, {"train": 2})
+    infos.append(write_shard(f"{staging}/{shard_name('validation', 0, 1)}", SCHEMA, []))
+    m = commit_output(str(out), staging, _manifest(infos))
+    doc = json.loads(m.to_json())
+    doc.update(format_version=2, shards=doc["shards"][::-1])
+    del doc["shard_format"]
+    (out / MANIFEST_NAME).write_text(json.dumps(doc), encoding="utf-8")
+    old = read_manifest(str(out))
+    assert old.splits == m.splits and old.splits["validation"].num_rows == 0 and old.shards == m.shards[::-1]
+
 # --- files -----------------------------------------------------------------------------------
 
 def test_write_and_read_manifest(tmp_path):
