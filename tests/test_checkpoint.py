@@ -82,3 +82,14 @@ def test_latest_checkpoint_without_its_pointer_is_the_newest_step_file(tmp_path)
     (folder / "latest").unlink()
     assert latest_checkpoint(tmp_path) == folder / "step_00000004.pt"
     assert latest_checkpoint(tmp_path / "elsewhere") is None
+
+
+def test_a_checkpoint_whose_name_gives_another_step_is_refused(tmp_path):
+    """A step 6 checkpoint copied over step 8's file resumed "at step 6" from the file named step 8."""
+    save_checkpoint(tmp_path, 6, {"step": 6, "model": {}, "model_spec": {"name": "t5"}}, keep=3)
+    folder = tmp_path / "checkpoints"
+    (folder / "step_00000006.pt").rename(folder / "step_00000008.pt")
+    with pytest.raises(CheckpointError, match="step_00000008.pt holds step 6, not the step its name gives"):
+        load_checkpoint(folder / "step_00000008.pt")
+    (folder / "step_00000008.pt").rename(folder / "renamed.pt")
+    assert load_checkpoint(folder / "renamed.pt")["step"] == 6  # a name of one's own choosing gives no step

@@ -107,6 +107,10 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if not (isinstance(state, dict) and all(isinstance(state.get(k), kind) for k, kind in REQUIRED_FIELDS.items())):
         raise CheckpointError(f"{path} is not a c4prep checkpoint (it lacks a step, model weights or a model_spec); "
                               "pass a step_*.pt file that `train` wrote")
+    named = _STEP_FILE.match(path.name)
+    if named and int(named[1]) != state["step"]:
+        raise CheckpointError(f"{path} holds step {state['step']}, not the step its name gives: it was renamed or "
+                              "copied over; restore the file or pass the one that holds that step")
     return state
 
 
