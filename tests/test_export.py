@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
+from omegaconf import OmegaConf
 
 from c4prep.cli import main as c4prep_main
 from c4prep.manifest import build_manifest, manifest_fingerprint, read_listed_shard, read_manifest, write_manifest
@@ -22,11 +24,12 @@ from c4prep.shards import shard_name, write_shard
 from c4prep.tokenization.token_shards import token_batch, token_schema
 from c4prep.tokenization.train_vocab import VocabConfig, locate_vocabulary, train_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
-from c4prep.training.checkpoint import load_checkpoint, save_checkpoint
+from c4prep.training.checkpoint import load_checkpoint, resolve_checkpoint, save_checkpoint
 from c4prep.training.cli import main as train
 from c4prep.training.data.char_vocabulary import CharVocabulary
 from c4prep.training.data.sentence_files import WordVocabulary
 from c4prep.training.export.run_export import export_run
+from c4prep.training.models import build_model
 from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.models.gpt_hf import gpt_from_hf_directory
 from c4prep.training.models.t5_hf import hf_model, t5_from_hf_directory
@@ -267,3 +270,30 @@ def test_the_cli_exports_and_says_what_it_wrote(t5_export, tmp_path):
     assert result.output.startswith("exported T5ForConditionalGeneration (step 2) to ")
     for name in ("config.json", "model.safetensors", "tokenizer.json", "spiece.model"):
         assert (tmp_path / "out" / name).read_bytes() == (t5_export[1] / name).read_bytes()
+
+
+def test_checkpoints_that_contradict_the_runs_config_are_refused_but_dropout_may_differ(t5_export, tmp_path):
+    run, out = Path(shutil.copytree(t5_export[0], tmp_path / "run")), tmp_path / "out"
+    config, checkpoint = OmegaConf.load(run / "config.yaml"), resolve_checkpoint(run)
+    state, size = load_checkpoint(checkpoint), config.model.size
+    OmegaConf.save(OmegaConf.merge(config, {"model": {"size": "t5_huge"}}), run / "config.yaml")
+    assert f"holds a model with size={size!r}, the run's config.yaml gives 't5_huge'" in _refusal(str(run), str(out))
+    OmegaConf.save(OmegaConf.merge(config, {"model": {"dropout_rate": 0.3}}), run / "config.yaml")
+    assert export_run(run, tmp_path / "dropout")["step"] == 2
+    other = "t5_v1_0_tiny" if size == "t5_tiny" else "t5_tiny"
+    foreign = {**state["model_spec"], "size": other}  # another run's checkpoint copied over this run's
+    torch.save({**state, "model_spec": foreign, "model": build_model(**foreign).state_dict()}, checkpoint)
+    line = _refusal(str(run), str(out))
+    assert f"holds a model with size={other!r}, the run's config.yaml gives {size!r}" in line
+    assert not out.exists()
+
+
+def test_an_export_removes_the_folders_that_killed_exports_into_its_output_left(t5_export, tmp_path, caplog):
+    killed = [tmp_path / ".hf.partial-0123abcd", tmp_path / ".hf.partial-89efcdab"]
+    kept = [tmp_path / ".other.partial-0123abcd", tmp_path / ".hf.partial-mine"]
+    for folder in killed + kept:
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+    export_run(t5_export[0], tmp_path / "hf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["hf", *(folder.name for folder in kept)])
+    assert all(f"removed {folder}, left by an export into" in caplog.text for folder in killed)

@@ -1,9 +1,11 @@
 """Export a trained run: the model as a Hugging Face folder (T5, GPT-2-shaped GPT) with its tokenizer, or an
 AdaVAE's tuned modules; a model card beside them. The folder appears whole or not at all (written next to it and
-renamed)."""
+renamed); an export removes what killed exports into the same folder left beside it."""
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -16,6 +18,8 @@ from .hf_tokenizers import write_tokenizer
 from .model_card import model_card
 from .run_source import ExportError, TrainedRun, read_run, run_vocabulary
 
+log = logging.getLogger(__name__)
+
 
 def export_run(source: str | Path, output: str | Path, vocab: str | None = None) -> dict[str, Any]:
     """Export the checkpoint ``source`` names (a run folder: its latest) into the new or empty folder ``output``;
@@ -24,7 +28,8 @@ def export_run(source: str | Path, output: str | Path, vocab: str | None = None)
     if output.exists() and not (output.is_dir() and not any(output.iterdir())):
         raise ExportError(f"{output} already exists and is not an empty folder: choose a new output folder")
     model = model_from_checkpoint(run.state).eval()
-    staging = output.parent / f".{output.name}.partial-{uuid.uuid4().hex[:8]}"
+    _remove_unfinished_exports(output)
+    staging = _staging_folder(output, uuid.uuid4().hex[:8])
     staging.mkdir(parents=True)
     try:
         architecture, lineage = _write_model(run, model, vocab, staging)
@@ -36,6 +41,20 @@ def export_run(source: str | Path, output: str | Path, vocab: str | None = None)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return {"output": str(output), "architecture": architecture, "step": run.state["step"], "files": files}
+
+
+def _staging_folder(output: Path, tag: str) -> Path:
+    """The hidden folder beside ``output`` that an export writes and then renames to ``output``."""
+    return output.parent / f".{output.name}.partial-{tag}"
+
+
+def _remove_unfinished_exports(output: Path) -> None:
+    """Remove the staging folders that earlier exports into ``output`` left behind (killed before renaming)."""
+    pattern = re.compile(re.escape(_staging_folder(output, "").name) + "[0-9a-f]{8}")
+    for leftover in sorted(output.parent.glob(".*.partial-*")):
+        if pattern.fullmatch(leftover.name) and leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover)
+            log.warning("removed %s, left by an export into %s that did not finish", leftover, output)
 
 
 def _write_model(run: TrainedRun, model: Any, vocab: str | None, folder: Path) -> tuple[str, dict[str, Any]]:

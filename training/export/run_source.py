@@ -9,7 +9,7 @@ SentencePiece vocabulary.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,13 @@ from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 
 from ..checkpoint import load_checkpoint, resolve_checkpoint
-from ..config_runs import recorded_settings
+from ..config_groups import MODEL_SCHEMAS
+from ..config_runs import REGULARISATION_FIELDS, RUN_CONFIG, recorded_settings, trained_run_folder
 from ..data.char_vocabulary import CharVocabulary
-from ..stages.data_setup import CHAR_TEXT_KEYS
 from ..data.sentence_files import VOCABULARY_FILE, SentenceDataError, WordVocabulary
 from ..metrics_log import JSONL_NAME, read_metrics
-
+from ..stages.data_setup import CHAR_TEXT_KEYS
+from ..stages.model_setup import differing_fields
 
 
 class ExportError(ValueError):
@@ -57,10 +58,29 @@ def read_run(source: str | Path) -> TrainedRun:
     """The checkpoint ``source`` names (a run folder: its latest) and what its run folder holds."""
     checkpoint = resolve_checkpoint(source)
     state = load_checkpoint(checkpoint)
-    folder = checkpoint.parents[1]
+    folder = trained_run_folder(checkpoint)
     metrics_file = folder / JSONL_NAME
-    return TrainedRun(checkpoint, state, folder, recorded_settings(folder),
-                      read_metrics(metrics_file) if metrics_file.is_file() else [])
+    run = TrainedRun(checkpoint, state, folder, recorded_settings(folder),
+                     read_metrics(metrics_file) if metrics_file.is_file() else [])
+    check_recorded_model(run)
+    return run
+
+
+def check_recorded_model(run: TrainedRun) -> None:
+    """An :class:`ExportError` when the model settings of the run's ``config.yaml`` contradict the checkpoint's
+    spec (another run's checkpoint, an edited config), compared as the stages do (``check_model_settings``): within
+    the family, dropout aside, over the fields a ``model:`` section sets (not the ids, adapters, AdaVAE's backbone)."""
+    recorded, schema = run.config.get("model") or {}, MODEL_SCHEMAS.get(run.family)
+    if recorded.get("name") != run.family or schema is None:
+        return
+    settable = {item.name for item in fields(schema)}
+    spec = {key: value for key, value in run.spec.items() if key in settable}
+    differing = differing_fields(recorded, spec, ignored=REGULARISATION_FIELDS)
+    if differing:
+        key = differing[0]
+        raise ExportError(f"{run.checkpoint} holds a model with {key}={spec.get(key)!r}, the run's {RUN_CONFIG} "
+                          f"gives {recorded.get(key)!r}: export a checkpoint that this run wrote, with the "
+                          f"{RUN_CONFIG} it trained with")
 
 
 def run_vocabulary(run: TrainedRun, vocab: str | None = None) -> tuple[Any, dict[str, Any]]:
