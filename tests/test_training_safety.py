@@ -324,3 +324,13 @@ def test_ctrl_c_is_one_line_and_the_same_command_resumes(sample_tokens, tmp_path
     step = load_checkpoint(tmp_path / "run")["step"]
     assert train(sample_tokens, tmp_path, "trainer.checkpoint_every=1", f"trainer.max_steps={step + 1}") == 0
     assert load_checkpoint(tmp_path / "run")["step"] == step + 1
+
+
+def test_a_checkpoint_without_its_runs_config_names_what_is_missing(sample_tokens, tmp_path, capsys):
+    """Evaluate took the default model settings and blamed them, though none were given."""
+    assert train(sample_tokens, tmp_path) == 0
+    (tmp_path / "run" / "config.yaml").unlink()
+    capsys.readouterr()
+    assert main(["stage=evaluate", f"init_from={tmp_path / 'run'}", f"data.tokens={sample_tokens}"]) == 2
+    assert one_line_error(capsys).endswith("and its run folder has no config.yaml to take the run's from: give the "
+                                           "model= it trained with")

@@ -9,7 +9,7 @@ import torch
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig, model_settings
-from ..config_runs import REGULARISATION_FIELDS
+from ..config_runs import REGULARISATION_FIELDS, RUN_CONFIG, trained_run_folder
 from ..data.token_rows import RowBuilder
 from ..data.decoder_rows import DecoderRowBuilder
 from ..models import build_model
@@ -58,6 +58,10 @@ def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> N
     differing = differing_fields(settings, checkpoint_spec, ignored={*REGULARISATION_FIELDS, "vocab_size"})
     if differing:
         key = differing[0]
+        if not (trained_run_folder(cfg.init_from) / RUN_CONFIG).is_file():
+            raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={checkpoint_spec.get(key)!r}, "
+                                   f"the model settings give {settings.get(key)!r}, and its run folder has no "
+                                   f"{RUN_CONFIG} to take the run's from: give the model= it trained with")
         raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={checkpoint_spec.get(key)!r}, "
                                f"the model settings give {settings.get(key)!r}: the model comes from init_from, so "
                                "leave out the model settings (the run's are used) or give the ones it trained with")
