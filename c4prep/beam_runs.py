@@ -25,7 +25,7 @@ from apache_beam.runners.runner import PipelineRunner
 from apache_beam.transforms.environments import Environment
 
 from c4prep import job_gc
-from c4prep.dask_warm_up import DASK_ALIAS, DASK_RUNNER, is_dask_runner
+from c4prep.dask_warm_up import DASK_ALIAS, DASK_RUNNER, dask_cluster, is_dask_runner
 from c4prep.manifest import Counters
 from c4prep.progress import ProgressSettings, Throttled, live_tally, watching
 from c4prep.runner_results import JobInputError, RunnerSetupError, collect_counters
@@ -64,6 +64,10 @@ class OfflineDirectRunner(PipelineRunner):
 
 def pipeline_options(runner: str, beam_args: list[str]) -> PipelineOptions:
     """Beam options: the runner plus every pass-through flag; remote runners get the package shipped."""
+    scheduler_file = (dask_cluster(runner, beam_args) or {}).get("scheduler_file")
+    if scheduler_file and not Path(scheduler_file).is_file():  # Dask would wait for it to appear, saying nothing
+        raise RunnerSetupError(f"--dask_scheduler_file {scheduler_file} does not exist: start the Dask scheduler "
+                               f"with --scheduler-file {scheduler_file} first, or give --dask_client_address")
     runner = RUNNER_ALIASES.get(runner, runner)
     options = PipelineOptions(["--runner", runner, *beam_args])
     setup = options.view_as(SetupOptions)

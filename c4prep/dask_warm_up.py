@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 DASK_ALIAS = "DaskRunner"  # the short name c4prep accepts for it (Beam knows only the class path)
@@ -54,6 +55,9 @@ def warm_up_cluster(cluster: dict[str, str]) -> None:
     cluster that cannot be reached is left to the run itself, which says so in one line."""
     import distributed
 
+    scheduler_file = cluster.get("scheduler_file")
+    if scheduler_file and not os.path.isfile(scheduler_file):  # Dask would wait for it to appear: the run says so
+        return
     try:
         client = distributed.Client(**cluster, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError):

@@ -594,3 +594,19 @@ def test_an_unreachable_cluster_is_left_to_the_run():
     started = time.monotonic()
     dask_warm_up.warm_up_cluster({"address": "tcp://127.0.0.1:9"})  # the discard port: nothing listens
     assert time.monotonic() - started < 30
+
+
+def test_a_scheduler_file_that_does_not_exist_is_one_line_not_a_wait(tmp_path):
+    """Dask waits, silently, for a scheduler file to appear: `c4prep run` hung with nothing printed."""
+    from click.testing import CliRunner
+
+    from c4prep.cli import main
+
+    missing = tmp_path / "scheduler.json"
+    result = CliRunner().invoke(main, ["run", "--runner=DaskRunner", f"--dask_scheduler_file={missing}",
+                                       "--num-shards", "2", "--output", str(tmp_path / "out"), "--no-progress"])
+    assert result.exit_code == 2
+    assert result.output.splitlines()[-1] == (f"Error: --dask_scheduler_file {missing} does not exist: start the Dask "
+                                              f"scheduler with --scheduler-file {missing} first, or give "
+                                              "--dask_client_address")
+    assert not (tmp_path / "out").exists()
