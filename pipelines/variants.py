@@ -5,6 +5,7 @@ wrong type, the dataclasses check the values.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -16,6 +17,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .c4_rules import load_realnews_domains
 from .dedup import DEDUP_MODES
+
+STAGE_SETTINGS = ("dedup", "near_dedup")  # what the command line may override, which a description names
 from .near_dedup import NearDedupConfig
 
 BUNDLED = "bundled"
@@ -70,9 +73,11 @@ def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
     schema = OmegaConf.structured(CorpusVariant)
     OmegaConf.set_readonly(schema.near_dedup_params, False)  # a frozen dataclass's node would refuse the merge
     try:
-        config = OmegaConf.merge(schema, OmegaConf.create(_preset_text(name_or_path)),
-                                 OmegaConf.create(dict(overrides or {})))
-        values = OmegaConf.to_container(config)
+        preset = OmegaConf.merge(schema, OmegaConf.create(_preset_text(name_or_path)))
+        config = OmegaConf.merge(preset, OmegaConf.create(dict(overrides or {})))
+        values = OmegaConf.to_container(config, throw_on_missing=True)
+        overridden = {key: value for key, value in (overrides or {}).items()
+                      if key in STAGE_SETTINGS and preset[key] != value}
     except OmegaConfBaseException as error:
         message = str(error).splitlines()[0]
         where = f"{error.full_key}: " if error.full_key and error.full_key not in message else ""
@@ -81,6 +86,11 @@ def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
         where = f" (line {error.problem_mark.line + 1})" if getattr(error, "problem_mark", None) else ""
         raise VariantError(f"variant {name_or_path!r} is not valid YAML{where}: "
                            f"{getattr(error, 'problem', None) or error}") from None
+    if not str(values["name"]).strip():
+        raise VariantError(f"variant {name_or_path!r}: name is empty: give the corpus a name")
+    if overridden:  # the preset's description no longer says what runs
+        settings = ", ".join(f"{key}: {json.dumps(value)}" for key, value in overridden.items())
+        values["description"] = f"{values['description'] or values['name']} (for this run: {settings})"
     try:
         near_dedup_params = NearDedupConfig(**values.pop("near_dedup_params"))
     except ValueError as error:

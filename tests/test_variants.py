@@ -59,6 +59,25 @@ def test_bad_variants_say_what_to_fix(name, overrides, message):
         load_variant(name, overrides)
 
 
+@pytest.mark.parametrize("text, message", [("description: mine\n", "Missing mandatory value: name"),
+                                           ("", "Missing mandatory value: name"),
+                                           ("name: ' '\n", "name is empty: give the corpus a name")])
+def test_a_variant_file_without_a_name_is_refused(tmp_path, text, message):
+    """It published a corpus named '???' (OmegaConf's missing value) in its card and manifest."""
+    custom = tmp_path / "mine.yaml"
+    custom.write_text(text)
+    with pytest.raises(VariantError, match=message):
+        load_variant(str(custom))
+
+
+def test_an_overridden_stage_is_in_the_description_the_card_shows():
+    """The card's headline said 'three-sentence-span dedup' for a run with --dedup none."""
+    assert load_variant("en", {"dedup": "none"}).description.endswith("bad words (for this run: dedup: \"none\")")
+    assert load_variant("en", {"dedup": "sentences"}).description == load_variant("en").description
+    noclean = load_variant("en.noclean", {"dedup": "sentences", "near_dedup": True}).description
+    assert noclean.endswith('(for this run: dedup: "sentences", near_dedup: true)')
+
+
 def test_a_copied_preset_file_is_a_variant(tmp_path):
     custom = tmp_path / "mine.yaml"
     custom.write_text("name: mine\ndedup: lines\nbadwords: false\n")
