@@ -120,7 +120,7 @@ def _line_funnel(clean_counters: dict[str, int], written: dict[str, int]) -> dic
             lines[f"dropped: {name.split(':', 1)[1]}"] = n
     kept_by_cleaning = clean_counters.get("line-passed", 0)
     lines_out = written.get("lines", 0)
-    lines["dropped: with pages removed after cleaning"] = kept_by_cleaning - lines_out
+    lines["dropped after cleaning: by text dedup, or with a later-removed page"] = kept_by_cleaning - lines_out
     lines["out"] = lines_out
     return lines
 
