@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 import torch
 
+from c4prep.interrupted import INTERRUPTED_EXIT_CODE
 from c4prep.manifest import Manifest, read_manifest, write_manifest
 from c4prep.shards import read_shard, write_shard
 from c4prep.training import stages
@@ -334,3 +335,23 @@ def test_a_checkpoint_without_its_runs_config_names_what_is_missing(sample_token
     assert main(["stage=evaluate", f"init_from={tmp_path / 'run'}", f"data.tokens={sample_tokens}"]) == 2
     assert one_line_error(capsys).endswith("and its run folder has no config.yaml to take the run's from: give the "
                                            "model= it trained with")
+
+
+def test_an_interrupt_a_library_swallowed_still_stops_training(sample_tokens, tmp_path, monkeypatch, capsys):
+    """pyarrow's lazy import of pandas swallowed a Ctrl-C that came while it ran: `train` went on to its last step,
+    exit 0. Here the interrupt comes, and is swallowed, while the stage builds its data."""
+    from c4prep.training.stages import pretrain
+
+    build = pretrain.build_pretrain_trainer
+
+    def interrupted_and_swallowed(*args, **kwargs):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            pass  # what the library did
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(pretrain, "build_pretrain_trainer", interrupted_and_swallowed)
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=3") == INTERRUPTED_EXIT_CODE
+    assert capsys.readouterr().err.strip().startswith("train: interrupted:")
+    assert not (tmp_path / "run" / "checkpoints").exists()  # not one step ran

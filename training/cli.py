@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
 from c4prep.manifest import ManifestError
-from c4prep.interrupted import INTERRUPTED_EXIT_CODE, TRAINING_INTERRUPTED
+from c4prep.interrupted import INTERRUPTED_EXIT_CODE, TRAINING_INTERRUPTED, remember_interrupts
 
 from .checkpoint import CheckpointError
 from .config import TrainConfigError, config_dir, load_config, to_yaml
@@ -67,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_only, debug = "--print-config" in args, "--debug" in args
     args = [a for a in args if a not in ("--print-config", "--debug")]
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if threading.current_thread() is threading.main_thread():
+        remember_interrupts()
     try:
         cfg = load_config(args)
         if print_only:

@@ -29,6 +29,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from c4prep.interrupted import raise_if_interrupted
+
 from .checkpoint import CheckpointError, rng_state, save_checkpoint, set_rng_state
 from .compiled_blocks import CompiledBlocks, mark_rows_dynamic
 from .config_errors import TrainConfigError
@@ -179,6 +181,7 @@ class Trainer:
         interval_started = time.perf_counter()
         try:
             while self.step < settings.max_steps:
+                raise_if_interrupted()
                 queued.append(self._train_step(batches))
                 self.step += 1
                 bar.update(1)
