@@ -134,6 +134,19 @@ def test_a_changed_run_config_is_one_line_and_runs_nothing(tmp_path, capsys, con
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("field", [8, 10, 28])  # the flags ("encrypted"), the method, the name's length
+def test_a_changed_byte_in_a_checkpoints_zip_directory_is_one_line(tmp_path, capsys, field):
+    """zipfile raised RuntimeError, NotImplementedError or UnicodeDecodeError: a traceback, exit 1."""
+    checkpoint = tmp_path / "step_00000003.pt"
+    torch.save({"step": 3, "model": {"weight": torch.arange(64.0)}, "model_spec": {"name": "t5"}}, checkpoint)
+    data = bytearray(checkpoint.read_bytes())
+    data[data.index(b"PK\x01\x02") + field] ^= 0x01  # the first entry of the central directory
+    checkpoint.write_bytes(bytes(data))
+    assert main(["stage=evaluate", f"init_from={checkpoint}", f"output_dir={tmp_path / 'run'}", *TINY]) == 2
+    err = one_line_error(capsys)
+    assert err.startswith(f"train: error: {checkpoint} is ") and ("is damaged" in err or "not a c4prep" in err), err
+
+
 @pytest.mark.parametrize("mismatch, message", [
     ("vocabulary", "ids but"),
     ("weights", "the checkpoint's weights do not fit the t5 model its model_spec describes"),

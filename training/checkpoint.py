@@ -119,13 +119,16 @@ def _check_recorded_crcs(path: Path) -> None:
     recorded CRC-32; a file that is not zip is left to ``torch.load`` to refuse."""
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError):
+    except (zipfile.BadZipFile, OSError):  # not zip (torch.load says what it is), or unreadable (it says so too)
         return
-    with archive:
-        try:
-            damaged = archive.testzip()
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as error:
-            damaged = f"? ({error})"
+    except Exception as error:  # a zip whose directory is damaged: an entry "encrypted", an unknown method, ...
+        damaged = f"directory ({type(error).__name__})"
+    else:
+        with archive:
+            try:
+                damaged = archive.testzip()
+            except Exception as error:  # as above, in an entry's own header
+                damaged = f"? ({type(error).__name__})"
     if damaged is not None:
         raise CheckpointError(f"{path} is damaged: its entry {damaged} does not match what was recorded when it was "
                               "written; delete it to resume from an older checkpoint")
