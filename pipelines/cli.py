@@ -64,8 +64,8 @@ def _parse_num_shards(value: str) -> int | None:
 @click.option("--allow-empty", is_flag=True,
               help="Publish an empty corpus (by default a run that keeps no page refuses and leaves the output).")
 @click.option("--allow-damaged", is_flag=True,
-              help="Replace the output even when this run skipped more bad input than the run that made it (by "
-                   "default refused: the output stays as it was).")
+              help="Replace the output even when this run skipped bad input and read less than the run that made "
+                   "it (by default refused: the output stays as it was).")
 @click.option("--progress-interval", default="30", show_default=True, metavar="SECONDS",
               help="Seconds between progress lines on stderr when it is not a terminal (a terminal's line is "
                    "redrawn every second); 0 turns progress off.")

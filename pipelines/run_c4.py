@@ -41,8 +41,8 @@ class EmptyRunError(InputError):
 
 
 class DamagedRunError(InputError):
-    """A run skipped more bad input than the one that made the output it would replace: it refuses to publish over
-    it unless `allow_damaged` (message says why)."""
+    """A run skipped bad input and read less than the one that made the output it would replace: it refuses to
+    publish over it unless `allow_damaged` (message says why)."""
 
 
 class DataLossError(RuntimeError):
@@ -62,7 +62,7 @@ class RunConfig:
     runner: str = "DirectRunner"
     variant: CorpusVariant = field(default_factory=lambda: load_variant("en"))
     allow_empty: bool = False  # publish even when no page is kept (otherwise refused: the output stays as it was)
-    allow_damaged: bool = False  # replace an output made with less bad input (otherwise refused, as above)
+    allow_damaged: bool = False  # replace an output whose run read more (otherwise refused, as above)
     format: str = "arrow"  # shard file format: one of c4prep.shard_formats.FORMATS
 
     def __post_init__(self) -> None:
@@ -137,8 +137,9 @@ def check_publishable(funnel: Funnel, config: RunConfig) -> None:
 
 
 def check_no_more_damage(funnel: Funnel, config: RunConfig) -> None:
-    """A :class:`DamagedRunError` when the run skipped more bad input than the run that made the output it would
-    replace (a damaged copy of the input would replace a corpus made from an intact one), unless `allow_damaged`."""
+    """A :class:`DamagedRunError` when the run skipped bad input and read less than the run that made the output it
+    would replace (more problems, or fewer pages: a cut download is one problem however much it loses), unless
+    `allow_damaged`: a damaged copy of the input would replace a corpus made from an intact one."""
     skipped = sum(funnel.input_problems.values())
     if not skipped or config.allow_damaged:
         return
@@ -146,15 +147,17 @@ def check_no_more_damage(funnel: Funnel, config: RunConfig) -> None:
         published = read_manifest(config.output)
     except ManifestError:  # nothing published, or a manifest that cannot be read: nothing good to keep
         return
-    before = sum(published.extra.get("funnel", {}).get("input_problems", {}).values())
-    if skipped <= before:
+    made_by = published.extra.get("funnel", {})
+    before, pages_before = sum(made_by.get("input_problems", {}).values()), made_by.get("pages_in", 0)
+    if skipped <= before and funnel.pages_in >= pages_before:
         return
     documents = sum(split.num_rows for split in published.splits.values())
     raise DamagedRunError(
-        f"the run skipped bad input ({input_problem_counts(funnel)}; the log above names each) where the run that "
-        f"made {config.output} skipped {before or 'none'}: it kept {funnel.pages_out:,} documents, the output holds "
-        f"{documents:,}, so it did not replace it: {config.output} is unchanged. Replace the damaged input, give "
-        "another --output, or pass --allow-damaged to publish over it")
+        f"the run skipped bad input ({input_problem_counts(funnel)}; the log above names each) and read "
+        f"{funnel.pages_in:,} pages, where the run that made {config.output} skipped {before or 'none'} and read "
+        f"{pages_before:,}: it kept {funnel.pages_out:,} documents, the output holds {documents:,}, so it did not "
+        f"replace it: {config.output} is unchanged. Replace the damaged input, give another --output, or pass "
+        "--allow-damaged to publish over it")
 
 
 def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str,

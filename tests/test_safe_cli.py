@@ -122,14 +122,19 @@ def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published
     cut.write_bytes(data[: ends[-1] + 50])
     run_cut = ("run", "--input", str(cut), "--output", str(output), "--num-shards", "2")
     line = _one_line_error(_invoke(*run_cut))
-    assert line.startswith("Error: the run skipped bad input (1 corrupt_gzip; the log above names each) where the "
-                           f"run that made {output} skipped none: it kept 10 documents, the output holds 84, so it "
-                           f"did not replace it: {output} is unchanged.")
+    assert line.startswith("Error: the run skipped bad input (1 corrupt_gzip; the log above names each) and read "
+                           f"20 pages, where the run that made {output} skipped none and read 335: it kept 10 "
+                           f"documents, the output holds 84, so it did not replace it: {output} is unchanged.")
     assert "--allow-damaged" in line
     assert _snapshot(output) == before
     assert _invoke(*run_cut, "--allow-damaged").exit_code == 0
     assert _invoke(*run_cut).exit_code == 0
     assert sum(split.num_rows for split in read_manifest(str(output)).splits.values()) == 10
+    cut_more = tmp_path / "cut-more.warc.wet.gz"  # the same one problem, fewer pages: still worse
+    cut_more.write_bytes(data[: ends[9] + 50])
+    line = _one_line_error(_invoke("run", "--input", str(cut_more), "--output", str(output), "--num-shards", "2"))
+    assert "skipped bad input (1 corrupt_gzip; the log above names each) and read 10 pages, where the run that " \
+           f"made {output} skipped 1 and read 20:" in line
 
 
 def test_allow_empty_publishes_an_empty_corpus(tmp_path, monkeypatch):
