@@ -150,12 +150,16 @@ def input_problem_counts(funnel: Funnel) -> str:
     return ", ".join(f"{count:,} {kind}" for kind, count in funnel.input_problems.items())
 
 
+def input_files_text(funnel: Funnel) -> str:
+    """"1 input file", "2 input files", ..."""
+    return f"{funnel.input_files:,} input file{'' if funnel.input_files == 1 else 's'}"
+
+
 def format_input_problems(funnel: Funnel) -> str:
     """One line on the input a run skipped as damaged or unreadable, by kind; "" when there was none."""
     if not funnel.input_problems:
         return ""
-    files = f"{funnel.input_files:,} input file{'' if funnel.input_files == 1 else 's'}"
-    return (f"skipped bad input ({input_problem_counts(funnel)}) among {files}; each is "
+    return (f"skipped bad input ({input_problem_counts(funnel)}) among {input_files_text(funnel)}; each is "
             "logged above and counted under 'read-input' in the manifest")
 
 

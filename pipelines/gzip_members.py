@@ -19,8 +19,9 @@ MAX_HELD_BYTES = 32 << 20  # decompressed bytes of a member held until it checks
 class GzipDamage(Exception):
     """A damaged gzip member; the next read resumes at the next member."""
 
-    def __init__(self, offset: int, reason: str) -> None:
+    def __init__(self, offset: int, reason: str, cut: bool = False) -> None:
         super().__init__(f"the gzip member at byte {offset} is damaged ({reason})")
+        self.cut = cut  # the file ends inside the member: what it held before the cut was delivered
 
 
 class GzipSource:
@@ -64,7 +65,7 @@ class GzipSource:
                 return data
             if self._cut:
                 self._cut = False
-                self._damaged("the file ends in the middle of a gzip member")
+                self._damaged("the file ends in the middle of a gzip member", cut=True)
             if self._resync_from is not None:
                 self._resynchronise()
             if self._member is None:
@@ -115,12 +116,12 @@ class GzipSource:
             except zlib.error as error:
                 self._damaged(str(error))
 
-    def _damaged(self, reason: str) -> NoReturn:
+    def _damaged(self, reason: str, cut: bool = False) -> NoReturn:
         self._member = None
         self._held = bytearray()
         self._fed = 0  # the decoder may have read past the next member's start: nothing of the window is used up
         self._resync_from = self._member_offset + 1
-        raise GzipDamage(self._member_offset, reason)
+        raise GzipDamage(self._member_offset, reason, cut)
 
     def _resynchronise(self) -> None:
         """Drop the compressed bytes up to the next member start after `_resync_from` (all of them if none)."""

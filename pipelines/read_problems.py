@@ -41,4 +41,6 @@ def decode_utf8(data: bytes, path: str, where: str) -> str | ReadProblem:
 
 
 def corrupt_gzip_problem(path: str, damage: GzipDamage) -> ReadProblem:
-    return ReadProblem(path, "corrupt_gzip", f"{path}: {damage}; what it held is skipped.")
+    held = "what it held before the cut is kept, the record the cut splits skipped" if damage.cut else \
+        "what it held is skipped"
+    return ReadProblem(path, "corrupt_gzip", f"{path}: {damage}; {held}.")

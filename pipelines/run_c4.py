@@ -30,7 +30,7 @@ from . import c4_rules
 from .beam_c4 import SPLITS, DedupUrls, JoinWebtextUrls, ReadInputFiles, WriteDocumentShards, apply_rules
 from .beam_dedup import DEFAULT_CLAIM_BUCKETS, claim_buckets, dedup_transform
 from .beam_near_dedup import NearDedup
-from .funnel import Funnel, build_funnel, input_problem_counts
+from .funnel import Funnel, build_funnel, input_files_text, input_problem_counts
 from .funnel_plot import PLOT_NAME, render_funnel_png, write_funnel_plot
 from .input_selection import InputError, check_beam_filesystem, expand_folders, listed_paths, matched_files
 from .variants import BUNDLED, CorpusVariant, load_variant
@@ -126,8 +126,7 @@ def check_publishable(funnel: Funnel, config: RunConfig) -> None:
         return
     problems = input_problem_counts(funnel) or "none"
     if funnel.pages_in == 0:
-        why = (f"read no valid record from {funnel.input_files:,} input files (bad input: {problems}; the log above "
-               "names each)")
+        why = f"read no valid record from {input_files_text(funnel)} (bad input: {problems}; the log above names each)"
     else:
         drops = {f"{stage.namespace} {name}": count for stage in funnel.stages for name, count in stage.dropped.items()}
         top = ", ".join(f"{name} {count:,}" for name, count in sorted(drops.items(), key=lambda item: -item[1])[:3])
