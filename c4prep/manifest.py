@@ -416,11 +416,12 @@ def _output_kind(output_uri: str, types: Mapping[str, pafs.FileType]) -> str | N
     return VOCABULARY if types[VOCABULARY_CARD] == pafs.FileType.File else None
 
 
-def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> bool:
+def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> list[str]:
     """Create the output folder if needed, before any work: an :class:`OutputFolderError` when ``output_uri`` is a
     file, cannot be created (a file on its path, no permission), holds another kind of output than the one the
     command ``writes`` (one of :data:`OUTPUT_KINDS`), which it would replace (a mistyped ``--output``), or a folder
-    where the command writes a file: the manifest, the card, or one of ``files``. Whether it made the folder."""
+    where the command writes a file: the manifest, the card, or one of ``files``. The folders it made, the output
+    first, then each parent it made."""
     fs, path = resolve_uri(output_uri)
     kind = fs.get_file_info(path).type
     if kind == pafs.FileType.File:
@@ -437,11 +438,24 @@ def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ())
         raise OutputFolderError(f"the output {output_uri} holds {held} (from `{OUTPUT_KINDS[held]}`), which "
                                 f"`{OUTPUT_KINDS[writes]}` would replace: give another --output, or remove that "
                                 "folder first")
+    missing = _missing_folders(fs, path) if kind == pafs.FileType.NotFound else []
     try:
         fs.create_dir(path, recursive=True)
     except OSError as error:
         raise OutputFolderError(f"cannot create the output folder {output_uri}: {error}") from None
-    return kind == pafs.FileType.NotFound
+    return missing
+
+
+def _missing_folders(fs: pafs.FileSystem, path: str) -> list[str]:
+    """``path`` and each of its parents that does not exist, ``path`` first."""
+    missing = []
+    while path and fs.get_file_info(path).type == pafs.FileType.NotFound:
+        missing.append(path)
+        parent = path.rsplit("/", 1)[0]
+        if parent == path:
+            break
+        path = parent
+    return missing
 
 
 @contextmanager
@@ -452,15 +466,17 @@ def output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> It
     try:
         yield
     except BaseException:
-        if made:
-            _remove_if_empty(output_uri)
+        _remove_while_empty(output_uri, made)
         raise
 
 
-def _remove_if_empty(folder_uri: str) -> None:
-    fs, path = resolve_uri(folder_uri)
+def _remove_while_empty(output_uri: str, made: list[str]) -> None:
+    """Remove the folders ``made`` (the output first, then its parents), stopping at the first that is not empty."""
+    fs, _ = resolve_uri(output_uri)
     try:
-        if not fs.get_file_info(pafs.FileSelector(path, allow_not_found=True)):
+        for path in made:
+            if fs.get_file_info(pafs.FileSelector(path, allow_not_found=True)):
+                return
             fs.delete_dir(path)
     except OSError as error:
-        LOGGER.warning("could not remove the empty output folder %s: %s", folder_uri, error)
+        LOGGER.warning("could not remove the empty output folder %s: %s", output_uri, error)

@@ -102,7 +102,7 @@ def test_a_refused_run_leaves_no_new_folder(tmp_path):
     line = _one_line_error(_invoke("run", "--input", str(tmp_path / "empty.jsonl"), "--output",
                                    str(tmp_path / "new" / "out")))
     assert line.startswith("Error: the run read no valid record")
-    assert not (tmp_path / "new" / "out").exists()
+    assert not (tmp_path / "new").exists()  # nor the parent it made
 
 
 def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published, webdata, tmp_path):
