@@ -293,7 +293,10 @@ def test_a_resume_checks_the_settings_its_checkpoint_holds(sample_tokens, tmp_pa
     record.write_text(record.read_text().replace("  lr: 1.0\n", "  lr: 0.5\n"))
     capsys.readouterr()
     assert train(sample_tokens, tmp_path, "trainer.max_steps=2", "optimizer.lr=0.5") == 2
-    assert "optimizer.lr is 1.0 there and 0.5 now;" in one_line_error(capsys)
+    line = one_line_error(capsys)
+    assert "optimizer.lr is 1.0 there and 0.5 now;" in line
+    assert line.endswith(f"or its settings (as its checkpoint {tmp_path / 'run' / 'checkpoints' / 'step_00000001.pt'} "
+                         "records them)")
 
 
 def test_an_output_dir_that_cannot_be_a_folder_is_one_line(sample_tokens, tmp_path, capsys):

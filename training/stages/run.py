@@ -74,10 +74,13 @@ def record_settings(run_dir: Path, cfg: TrainConfig) -> None:
     (run_dir / RUN_CONFIG).write_text(to_yaml(cfg))
 
 
-def check_resumable_settings(run_dir: Path, cfg: TrainConfig, recorded: dict[str, Any] | None = None) -> None:
-    """A one-line error when the settings ``run_dir`` recorded (its ``config.yaml``, or ``recorded``: those its
-    checkpoint holds) differ from ``cfg`` in what a resume may not change (`resume_settings`)."""
-    conflicts = resume_conflicts(recorded_settings(run_dir) if recorded is None else recorded, settings_values(cfg))
+def check_resumable_settings(run_dir: Path, cfg: TrainConfig, checkpoint: tuple[Path, dict[str, Any]] | None = None
+                             ) -> None:
+    """A one-line error when the settings ``run_dir`` recorded (its ``config.yaml``, or those a ``checkpoint``
+    file holds) differ from ``cfg`` in what a resume may not change (`resume_settings`)."""
+    recorded, source = (recorded_settings(run_dir), run_dir / RUN_CONFIG) if checkpoint is None else \
+        (checkpoint[1], f"as its checkpoint {checkpoint[0]} records them")
+    conflicts = resume_conflicts(recorded, settings_values(cfg))
     if not conflicts:
         return
     key, old, new = conflicts[0]
@@ -87,7 +90,7 @@ def check_resumable_settings(run_dir: Path, cfg: TrainConfig, recorded: dict[str
     more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
     raise TrainConfigError(f"{run_dir} holds a run with other settings, which resuming it would mix with these: "
                            f"{key} is {old!r} there and {new!r} now{more}; give a new output_dir, resume=never to "
-                           f"start over in it, or its settings ({run_dir / RUN_CONFIG})")
+                           f"start over in it, or its settings ({source})")
 
 
 def optimization_from_config(cfg: TrainConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:
@@ -130,7 +133,7 @@ def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
         return
     state = load_checkpoint(found)
     if "settings" in state:  # checkpoints written before they recorded them: config.yaml was checked
-        check_resumable_settings(trainer.run_dir, cfg, state["settings"])
+        check_resumable_settings(trainer.run_dir, cfg, (found, state["settings"]))
     if state.get("data_fingerprint") != data_fingerprint:
         raise CheckpointError(f"{found} was trained on other data or batch settings; use a new output_dir or "
                               "resume=never to start over")
