@@ -257,6 +257,11 @@ def test_resume_settings_allow_what_only_runs_the_training_differently():
         ("stage", "pretrain", "evaluate"), ("model.name", "t5", "gpt")]
     assert resume_conflicts(recorded, {**recorded, "schedule": {"options": {"total_steps": 50}}}) == [
         ("schedule.options.total_steps", 100, 50)]  # no longer max_steps: the schedule itself changed
+    started = {**recorded, "init_from": "runs/gpt"}  # the weights and vocabulary it started from, named in exports
+    assert resume_conflicts(started, {**started, "init_from": "./runs/gpt/"}) == []
+    assert resume_conflicts(started, {**started, "init_from": "runs/other"}) == [
+        ("init_from", "runs/gpt", "runs/other")]
+    assert resume_conflicts(started, {**recorded, "init_from": None}) == [("init_from", "runs/gpt", None)]
 
 
 @pytest.mark.parametrize("change, message", [

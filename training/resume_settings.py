@@ -1,6 +1,7 @@
 """Which settings a resumed run may change: how it executes, logs and checkpoints, and how long it runs; not what it
-trains (model, objective, optimizer, schedule, batch size, seed, stage). The data is checked by its fingerprint
-(`restore`), since its paths may move while its content stays.
+trains (model, objective, optimizer, schedule, batch size, seed, stage, the ``init_from`` it started from, which
+exports name and AdaVAE takes its vocabulary from). The data is checked by its fingerprint (`restore`), since its
+paths may move while its content stays.
 
 A resume restores the optimizer and schedule state from the checkpoint, so a changed ``optimizer.lr`` would be
 silently ignored and a changed model would not load; the run folder's ``config.yaml`` (the settings it trained
@@ -8,6 +9,7 @@ with) must then stay as it is.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,11 +18,12 @@ CHANGEABLE_ON_RESUME = frozenset({
     "trainer.num_workers", "trainer.num_threads", "trainer.compile", "trainer.compile_mode", "trainer.compile_scope",
     "trainer.loss_check", "trainer.capture_steps", "trainer.log_every", "trainer.eval_every", "trainer.eval_batches",
     "trainer.checkpoint_every", "trainer.keep_checkpoints", "trainer.tensorboard", "trainer.progress",
-    "resume", "init_from", "output_dir",
+    "resume", "output_dir",
 })
 CHECKED_BY_FINGERPRINT = "data."
 MODEL = "model."
 TOTAL_STEPS = "schedule.options.total_steps"  # follows trainer.max_steps in the bundled schedules
+PATHS = frozenset({"init_from"})  # the weights (and vocabulary) a run started from: 'runs/a/' is 'runs/a'
 
 
 def flat_settings(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -45,6 +48,11 @@ def resume_conflicts(recorded: Mapping[str, Any], current: Mapping[str, Any]) ->
         skipped.add(TOTAL_STEPS)
     compared = (old.keys() & new.keys()) | {key for key in old.keys() | new.keys() if key.startswith(MODEL)}
     differing = [key for key in compared if key not in skipped and not key.startswith(CHECKED_BY_FINGERPRINT)
-                 and old.get(key) != new.get(key)]
+                 and _comparable(key, old.get(key)) != _comparable(key, new.get(key))]
     kinds_first = sorted(differing, key=lambda key: (key != "stage", not key.endswith(".name"), key))
     return [(key, old.get(key), new.get(key)) for key in kinds_first]
+
+
+def _comparable(key: str, value: Any) -> Any:
+    """``value`` as a resume compares it: a path setting written without its redundant separators and dots."""
+    return os.path.normpath(value) if key in PATHS and isinstance(value, str) else value
