@@ -195,7 +195,8 @@ def test_mingpt_cosine_reproduces_the_a5_pretraining_anchors():
     assert lr[1] == pytest.approx(6e-4)  # on the 0.1 floor mid-run
     assert lr[2] == pytest.approx(6e-3, rel=1e-3)  # unclamped: back at the full rate
     assert lr[3] == pytest.approx(7.18e-4, rel=0.06)  # the starter's 7.182e-4 (it counts 122-example tail batches)
-    assert mingpt_cosine(0, warmup_steps=10, decay_steps=100) == 0.0
+    assert mingpt_cosine(0, warmup_steps=10, decay_steps=100) == 1.0  # minGPT's first step: the optimizer's lr
+    assert mingpt_cosine(1, warmup_steps=10, decay_steps=100) == 0.1  # set after that step by its token count
     assert mingpt_cosine(5, warmup_steps=10, decay_steps=100) == 0.5
     assert mingpt_cosine(150, warmup_steps=10, decay_steps=100, periodic=False) == 0.1
     assert mingpt_cosine(55, warmup_steps=10, decay_steps=100) == pytest.approx(0.5 * (1 + math.cos(math.pi / 2)))

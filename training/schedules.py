@@ -98,10 +98,13 @@ def mingpt_cosine(step: int, *, warmup_steps: float, decay_steps: float, min_lr_
     ``warmup_steps`` to ``decay_steps``. minGPT does not clamp ``progress`` (``periodic=True``), so past
     ``decay_steps`` the cosine climbs back to the full rate (A5's 650-epoch pretraining is back at full rate around
     epoch 403); ``periodic=False`` holds the floor instead. Step counts may be fractional (A5 warms up over
-    10,240 tokens, 0.63 of a 128 x 127-token step)."""
+    10,240 tokens, 0.63 of a 128 x 127-token step). minGPT sets the rate after each step, so its first step runs at
+    the optimizer's full rate: step 0 gives 1.0, not the warm-up's 0."""
     _check(step >= 0, f"step must be >= 0, got {step}")
     _check(0 <= warmup_steps < decay_steps, f"need 0 <= warmup_steps < decay_steps, got {warmup_steps}, {decay_steps}")
     _check(0.0 <= min_lr_fraction <= 1.0, f"min_lr_fraction must be in [0, 1], got {min_lr_fraction}")
+    if step == 0:
+        return 1.0
     if step < warmup_steps:
         return step / warmup_steps
     progress = (step - warmup_steps) / (decay_steps - warmup_steps)
