@@ -3,6 +3,7 @@ tiny-shakespeare preset shortened to 50 steps, the word-level PTB GPT."""
 import contextlib
 import io
 import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +13,7 @@ import torch
 from c4prep.training.checkpoint import load_checkpoint, save_checkpoint
 from c4prep.training.cli import main
 from c4prep.training.config import load_config
+from c4prep.training.data.char_vocabulary import VOCABULARY_FILE as CHAR_VOCABULARY_FILE, CharVocabulary
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.stages.data_setup import token_vocabulary
 from c4prep.training.stages.generate import GENERATIONS_FILE, piece_vocabulary
@@ -129,6 +131,31 @@ def test_character_and_word_runs_generate_in_their_vocabulary(shakespeare, ptb_g
     assert words["prompt"] == "the company" and len(words["completion"].split()) <= 5
     (empty,) = generate(ptb_gpt_run, tmp_path / "empty", 'generate.prompts=[""]', "generate.max_tokens=5")
     assert len(empty["completion"].split()) <= 5  # a word-level run starts every sentence with BOS
+
+
+def test_a_character_run_keeps_its_characters_and_generates_with_them_when_its_text_is_gone(shakespeare, tmp_path):
+    """The run folder's char_vocabulary.json says what its ids mean; generate no longer needs the recorded text."""
+    text = Path(load_config(["experiment=shakespeare_char"]).data.text).read_text(encoding="utf-8")
+    kept = CharVocabulary.from_json((shakespeare.run / CHAR_VOCABULARY_FILE).read_text(encoding="utf-8"))
+    assert kept == CharVocabulary.from_text(text) and kept.vocab_size == 67
+    moved = tmp_path / "run"
+    shutil.copytree(shakespeare.run, moved)
+    config = moved / "config.yaml"
+    config.write_text(config.read_text().replace(f"text: {load_config(['experiment=shakespeare_char']).data.text}",
+                                                 "text: /no/such/input.txt"))
+    assert "/no/such/input.txt" in config.read_text()
+    (record,) = generate(moved, tmp_path / "out", 'generate.prompts=["ROMEO:"]', "generate.max_tokens=5")
+    assert len(record["completion"]) == 5
+
+
+def test_a_character_run_is_not_fine_tuned_with_a_sentencepiece_vocabulary(shakespeare, sample_vocab, tmp_path,
+                                                                           capsys):
+    """Its ids are characters: pieces of the same ids would be other text (accepted when the sizes matched)."""
+    assert main(["stage=finetune", "data=yelp_sentiment", f"data.vocab={sample_vocab}", f"init_from={shakespeare.run}",
+                 "model=gpt_tiny", f"output_dir={tmp_path}", *QUIET]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"train: error: init_from={shakespeare.run} was trained on data.kind=char_text, whose ids are its "
+                   "own characters or words, not SentencePiece pieces: fine-tune it on data of that kind")
 
 
 def test_generate_needs_prompts_and_a_gpt_or_t5(gpt_run, tmp_path, capsys):

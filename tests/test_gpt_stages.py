@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from c4prep.tokenization.train_vocab import VocabConfig, train_vocabulary
 from c4prep.training.checkpoint import load_checkpoint
+from c4prep.training.data.char_vocabulary import VOCABULARY_FILE as CHAR_VOCABULARY_FILE
 from c4prep.training.cli import main
 from c4prep.training.metrics_log import read_metrics
 
@@ -123,6 +124,44 @@ def test_yelp_classification_finetunes_a_pretrained_gpt(gpt_lm_run, sample_vocab
 def test_a5_missing_files_are_one_line_errors_naming_the_setting(override, message, tmp_path, capsys):
     assert main(["experiment=cs224n_a5_finetune", override, f"output_dir={tmp_path}", *A5_SMALL]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("setting", ["data.train", "data.evaluate"])
+def test_a5_unreadable_question_files_are_refused_before_training(setting, tmp_path, capsys):
+    """A binary file is one line (a traceback before); data.evaluate was read only after training."""
+    binary = tmp_path / "questions.tsv"
+    binary.write_bytes(bytes(range(256)))
+    for path, reason in [(binary, "is not UTF-8 text (byte 128)"), (tmp_path / "none.tsv", "not found or unreadable")]:
+        assert main(["experiment=cs224n_a5_finetune", f"{setting}={path}", "trainer.max_steps=1",
+                     f"output_dir={tmp_path / 'run'}", *A5_SMALL]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"train: error: {setting}: birth-place file") and reason in err, err
+        assert len(err.splitlines()) == 1 and not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_binary_character_text_is_one_line(tmp_path, capsys):
+    binary = tmp_path / "input.txt"
+    binary.write_bytes(bytes(range(256)))
+    assert main(["experiment=shakespeare_char", f"data.text={binary}", f"output_dir={tmp_path / 'run'}", *QUIET]) == 2
+    assert capsys.readouterr().err.strip() == (f"train: error: data.text={binary} is not UTF-8 text (byte 128); set "
+                                               "data.text to a text file")
+
+
+def test_a5_finetune_refuses_a_corpus_with_other_characters_of_the_same_number(dev_questions, shared_data, tmp_path,
+                                                                              capsys):
+    """Its ids fit the checkpoint but mean other characters: the pre-training run keeps its characters."""
+    pretrain = tmp_path / "pretrain"
+    assert main(["experiment=cs224n_a5_pretrain", "trainer.max_steps=1", "trainer.checkpoint_every=0",
+                 f"output_dir={pretrain}", *A5_SMALL]) == 0
+    wiki = (shared_data / "cs224n_a5" / "wiki.txt").read_text(encoding="utf-8")
+    assert "q" in wiki and "\u00a7" not in wiki
+    other = tmp_path / "wiki_other.txt"
+    other.write_text(wiki.replace("q", "\u00a7"), encoding="utf-8")  # 256 ids still
+    assert main(["experiment=cs224n_a5_finetune", f"init_from={pretrain}", f"data.corpus={other}",
+                 "trainer.max_steps=1", f"output_dir={tmp_path / 'finetune'}", *A5_SMALL]) == 2
+    assert capsys.readouterr().err.strip() == (f"train: error: init_from={pretrain}: its {CHAR_VOCABULARY_FILE} "
+                                               "differs from the one this data builds; use the data the checkpoint "
+                                               "was trained with")
 
 
 def test_finetuning_refuses_another_vocabulary_of_the_same_size(gpt_lm_run, sample_documents, sample_vocab, tmp_path,

@@ -209,7 +209,7 @@ def test_continued_pretraining_refuses_another_vocabulary_or_model_family(ptb_gp
                                                                           capsys):
     assert main(["experiment=adavae_ptb_lm", f"init_from={ptb_gpt_run}", f"data.train={ptb_subset}/train.txt",
                  f"output_dir={tmp_path}", *QUIET]) == 2
-    assert f"init_from={ptb_gpt_run}: its {VOCABULARY_FILE} differs from the one this data config builds" in \
+    assert f"init_from={ptb_gpt_run}: its {VOCABULARY_FILE} differs from the one this data builds" in \
         capsys.readouterr().err
     assert main(["experiment=adavae_ptb_lm", f"init_from={ptb_gpt_run}", "model=t5_tiny", *ptb_small,
                  f"output_dir={tmp_path}", *QUIET]) == 2

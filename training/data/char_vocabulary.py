@@ -1,12 +1,15 @@
 """Character vocabularies (tiny-shakespeare, CS224N A5): PAD is id 0, MASK id 1, then the corpus characters."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
 PAD_CHAR = "\u25A1"  # □, id 0
 MASK_CHAR = "\u2047"  # ⁇, id 1
+VOCABULARY_FILE = "char_vocabulary.json"  # in the run folder of a character model: what its ids mean
+_FORMAT = "c4prep-char-vocabulary-1"
 
 
 class CharVocabError(ValueError):
@@ -65,3 +68,18 @@ class CharVocabulary:
         if bad.size:
             raise CharVocabError(f"ids out of range [0, {self.vocab_size}): {sorted(set(bad.tolist()))[:10]}")
         return "".join(self.chars[index] for index in ids.tolist())
+
+    def to_json(self) -> str:
+        """The characters by id as JSON (a text file would lose a ``\\r`` to newline translation)."""
+        return json.dumps({"format": _FORMAT, "chars": list(self.chars)}, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> CharVocabulary:
+        """The vocabulary :meth:`to_json` wrote; ``CharVocabError`` for any other text."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise CharVocabError(f"not a character vocabulary (invalid JSON: {error})") from None
+        if not isinstance(data, dict) or data.get("format") != _FORMAT or not isinstance(data.get("chars"), list):
+            raise CharVocabError(f"not a character vocabulary (needs \"format\": \"{_FORMAT}\" and a \"chars\" list)")
+        return cls(tuple(data["chars"]))

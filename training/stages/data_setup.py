@@ -43,6 +43,7 @@ from ..trainer import BatchLoss
 log = logging.getLogger(__name__)
 CHAR_TEXT_KEYS = {"char_text": "text", "char_corruption": "corpus", "birth_places": "corpus"}  # data.kind -> the
 # data key of the text whose characters are the vocabulary
+OWN_VOCABULARY_KINDS = frozenset({*CHAR_TEXT_KEYS, "sentences"})  # ids of the data's characters or words
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,16 @@ class TrainingData:
 
 
 def read_text(path: str, key: str) -> str:
-    """A UTF-8 file named by ``data.<key>``; a one-line error naming the setting when it is missing."""
+    """A UTF-8 file named by ``data.<key>``; a one-line error naming the setting when it is missing, unreadable or
+    not UTF-8 text."""
     try:
         return Path(path).read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError):
-        raise TrainConfigError(f"data.{key}={path} is not a readable file; set data.{key}=<path>") from None
+    except OSError as error:
+        raise TrainConfigError(f"data.{key}={path} is not a readable file ({error.strerror}); set "
+                               f"data.{key}=<path>") from None
+    except UnicodeDecodeError as error:
+        raise TrainConfigError(f"data.{key}={path} is not UTF-8 text (byte {error.start}); set data.{key} to a "
+                               "text file") from None
 
 
 def _sentences(data: SentencesData, key: str) -> list[str]:
@@ -204,8 +210,12 @@ def load_vocabulary(path: str, init_from: str | None = None) -> SentencePieceVoc
 
 def _run_vocabulary(init_from: str) -> tuple[str, SentencePieceVocabulary] | None:
     """Where ``init_from``'s run found its SentencePiece model (its token shards, or its ``data.vocab``) and the
-    model; None where its record names none, or one that is no longer there."""
+    model; None where its record names none, or one that is no longer there. A run whose ids are its own
+    characters or words (their number may match) is a one-line error."""
     data = recorded_settings(trained_run_folder(init_from)).get("data") or {}
+    if data.get("kind") in OWN_VOCABULARY_KINDS:
+        raise TrainConfigError(f"init_from={init_from} was trained on data.kind={data['kind']}, whose ids are its own "
+                               "characters or words, not SentencePiece pieces: fine-tune it on data of that kind")
     try:
         if data.get("kind") == "tokens":
             return data["tokens"], token_vocabulary(data["tokens"])

@@ -24,7 +24,7 @@ from ..checkpoint import CheckpointError, load_checkpoint
 from ..config_errors import TrainConfigError
 from ..config_groups import GenerateConfig, TrainConfig
 from ..config_runs import trained_run_folder
-from ..data.char_vocabulary import CharVocabulary
+from ..data.char_vocabulary import VOCABULARY_FILE as CHAR_VOCABULARY_FILE, CharVocabError, CharVocabulary
 from ..data.sentence_files import SentenceDataError, WordVocabulary
 from ..models.gpt import GPT
 from ..trainer import autocast
@@ -58,14 +58,26 @@ def run_vocabulary(cfg: TrainConfig) -> PromptVocabulary:
     if data.kind == "text_to_text":
         return piece_vocabulary(load_vocabulary(data.vocab))
     if data.kind in CHAR_TEXT_KEYS:
-        key = CHAR_TEXT_KEYS[data.kind]
-        chars = CharVocabulary.from_text(read_text(getattr(data, key), key))
+        chars = _char_vocabulary(cfg)
         return PromptVocabulary(lambda text: chars.encode(text).tolist(), chars.decode, chars.vocab_size)
     try:
         words = WordVocabulary.load(trained_run_folder(cfg.init_from))
     except SentenceDataError as error:
         raise TrainConfigError(str(error)) from None
     return PromptVocabulary(words.encode, words.decode, words.vocab_size, start=(words.bos_id,))
+
+
+def _char_vocabulary(cfg: TrainConfig) -> CharVocabulary:
+    """The characters the run's ids mean: its folder's ``char_vocabulary.json``, or for a run trained before
+    folders kept one, those of its recorded ``data.text`` / ``data.corpus``."""
+    kept = trained_run_folder(cfg.init_from) / CHAR_VOCABULARY_FILE
+    if not kept.is_file():
+        key = CHAR_TEXT_KEYS[cfg.data.kind]
+        return CharVocabulary.from_text(read_text(getattr(cfg.data, key), key))
+    try:
+        return CharVocabulary.from_json(kept.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, CharVocabError) as error:
+        raise TrainConfigError(f"{kept} is not the character vocabulary train wrote ({error}); restore it") from None
 
 
 def piece_vocabulary(vocab: SentencePieceVocabulary) -> PromptVocabulary:

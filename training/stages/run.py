@@ -198,15 +198,22 @@ def fit_summary(ctx: RunContext, trainer: Trainer) -> dict[str, Any]:
             "fit_seconds": round(time.perf_counter() - started, 3)}
 
 
-def check_same_run_files(init_from: str, run_files: dict[str, str]) -> None:
-    """Continued pre-training must encode the data as the checkpoint's run did: a run file (the word vocabulary)
-    that ``init_from``'s run folder also keeps must be identical."""
+def check_run_files(init_from: str, run_files: dict[str, str]) -> None:
+    """A one-line error when ``init_from``'s run folder keeps a file of ``run_files`` (a word or character
+    vocabulary) that differs: its ids would mean other words or characters, though their number may match."""
     folder = trained_run_folder(init_from)
     for name, text in run_files.items():
         kept = folder / name
         if kept.is_file() and kept.read_text(encoding="utf-8") != text:
-            raise TrainConfigError(f"init_from={init_from}: its {name} differs from the one this data config builds; "
-                                   "use the data settings (data.train, data.max_words) the checkpoint was trained with")
+            raise TrainConfigError(f"init_from={init_from}: its {name} differs from the one this data builds; use "
+                                   "the data the checkpoint was trained with")
+
+
+def keep_run_files(ctx: RunContext, run_files: dict[str, str]) -> None:
+    """Write the files that say what the run's ids mean into its folder."""
+    if ctx.env.is_main:
+        for name, text in run_files.items():
+            (ctx.run_dir / name).write_text(text, encoding="utf-8")
 
 
 def pretrain_on_rows(cfg: TrainConfig, corpus: TrainingData) -> dict[str, Any]:
@@ -219,10 +226,8 @@ def pretrain_on_rows(cfg: TrainConfig, corpus: TrainingData) -> dict[str, Any]:
 def rows_pretrain_trainer(cfg: TrainConfig, ctx: RunContext, corpus: TrainingData) -> Trainer:
     """`pretrain_on_rows`' trainer, wired and restored (when resuming), ready for ``fit()``."""
     if cfg.init_from:
-        check_same_run_files(cfg.init_from, corpus.run_files)
-    if ctx.env.is_main:
-        for name, text in corpus.run_files.items():
-            (ctx.run_dir / name).write_text(text, encoding="utf-8")
+        check_run_files(cfg.init_from, corpus.run_files)
+    keep_run_files(ctx, corpus.run_files)
     model, spec = initial_model(cfg, corpus.vocab_size)
     return row_set_trainer(cfg, ctx, corpus.train, corpus.validation, corpus.batch_loss, model, spec,
                            pack_length=corpus.pack_length)

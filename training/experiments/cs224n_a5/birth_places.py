@@ -28,6 +28,9 @@ def read_birth_places(path: str | Path) -> list[tuple[str, str | None]]:
         lines = Path(path).read_text(encoding="utf-8").split("\n")
     except OSError as error:
         raise BirthPlacesError(f"birth-place file not found or unreadable: {path} ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise BirthPlacesError(f"birth-place file {path} is not UTF-8 text (byte {error.start}); expected "
+                               "'question<TAB>place' lines") from None
     if lines[-1] == "":
         lines.pop()
     if not lines:

@@ -19,13 +19,21 @@ from ...batch_losses import DecoderLoss
 from ...checkpoint import CheckpointError, load_checkpoint
 from ...config_errors import TrainConfigError
 from ...config_groups import TrainConfig
-from ...data.char_vocabulary import CharVocabError, CharVocabulary
+from ...data.char_vocabulary import VOCABULARY_FILE, CharVocabError, CharVocabulary
 from ...data.row_batches import RowSet, content_fingerprint
 from ...distributed import gather_in_item_order, rank_share
 from ...models.gpt import GPT
 from ...stages.data_setup import TrainingData
 from ...stages.model_setup import check_model_settings, model_from_checkpoint, model_from_config, model_from_init
-from ...stages.run import RunContext, fit_summary, pretrain_on_rows, row_set_trainer, start_run
+from ...stages.run import (
+    RunContext,
+    check_run_files,
+    fit_summary,
+    keep_run_files,
+    pretrain_on_rows,
+    row_set_trainer,
+    start_run,
+)
 from ...trainer import autocast
 from .birth_places import (
     BirthPlaceRows,
@@ -64,8 +72,13 @@ def char_corruption_corpus(cfg: TrainConfig) -> TrainingData:
     except (CharCorruptionError, CharVocabError) as error:
         raise TrainConfigError(f"data.corpus: {error}") from None
     key = content_fingerprint("\n".join(documents), block_size=block_size, seed=cfg.seed, kind="char_corruption")
-    return TrainingData(RowSet(rows, len(rows), key), None, vocab.vocab_size,
+    return TrainingData(RowSet(rows, len(rows), key), None, vocab.vocab_size, run_files=_run_files(vocab),
                         pack_length=data.pack_length if data.pack else None)
+
+
+def _run_files(vocab: CharVocabulary) -> dict[str, str]:
+    """What the run folder keeps: the characters its ids mean, which a run continuing from it must share."""
+    return {VOCABULARY_FILE: vocab.to_json()}
 
 
 def run_a5_pretrain(cfg: TrainConfig) -> dict[str, Any]:
@@ -75,13 +88,17 @@ def run_a5_pretrain(cfg: TrainConfig) -> dict[str, Any]:
 
 def run_a5_finetune(cfg: TrainConfig) -> dict[str, Any]:
     data = cfg.data
-    ctx = start_run(cfg)
     vocab = corpus_vocabulary(cfg)
+    if cfg.init_from:
+        check_run_files(cfg.init_from, _run_files(vocab))
     pairs = _read_pairs(data.train, "train")
     try:
         rows = BirthPlaceRows(tuple(pairs), vocab, data.block_size)
     except (BirthPlacesError, CharVocabError) as error:
         raise TrainConfigError(f"{data.train}: {error}") from None
+    questions = _questions(cfg)
+    ctx = start_run(cfg)
+    keep_run_files(ctx, _run_files(vocab))
     if cfg.init_from:
         model, spec = model_from_init(cfg, vocab.vocab_size,
                                       f"fine-tune with the pretraining corpus (data.corpus={data.corpus})")
@@ -92,7 +109,7 @@ def run_a5_finetune(cfg: TrainConfig) -> dict[str, Any]:
     trainer = row_set_trainer(cfg, ctx, RowSet(rows, len(rows), key), None, DecoderLoss(), model, spec,
                               pack_length=data.pack_length if data.pack else None)
     summary = fit_summary(ctx, trainer)
-    summary["evaluation"] = answer_questions(cfg, ctx, model, vocab)
+    summary["evaluation"] = answer_questions(cfg, ctx, model, vocab, questions)
     return summary
 
 
@@ -101,23 +118,30 @@ def run_a5_evaluate(cfg: TrainConfig) -> dict[str, Any]:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
     state = load_checkpoint(cfg.init_from)
     check_model_settings(cfg, state["model_spec"])
+    vocab, questions = corpus_vocabulary(cfg), _questions(cfg)
+    check_run_files(cfg.init_from, _run_files(vocab))
     ctx = start_run(cfg)
+    keep_run_files(ctx, _run_files(vocab))
     model = model_from_checkpoint(state).to(ctx.device)
     return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]),
-            "evaluation": answer_questions(cfg, ctx, model, corpus_vocabulary(cfg))}
+            "evaluation": answer_questions(cfg, ctx, model, vocab, questions)}
+
+
+def _questions(cfg: TrainConfig) -> list[tuple[str, str | None]] | None:
+    """The questions (and gold places) of ``data.evaluate``, read before training; None when it is not set."""
+    return _read_pairs(cfg.data.evaluate, "evaluate") if cfg.data.evaluate else None
 
 
 @torch.no_grad()
-def answer_questions(cfg: TrainConfig, ctx: RunContext, model: torch.nn.Module,
-                     vocab: CharVocabulary) -> dict[str, Any]:
-    """Greedy answers to ``data.evaluate``'s questions (this rank's share, gathered), written to
+def answer_questions(cfg: TrainConfig, ctx: RunContext, model: torch.nn.Module, vocab: CharVocabulary,
+                     pairs: list[tuple[str, str | None]] | None) -> dict[str, Any]:
+    """Greedy answers to the questions of ``data.evaluate`` (``pairs``; this rank's share, gathered), written to
     ``data.predictions``; accuracy when the file has gold places."""
     data = cfg.data
-    if not data.evaluate:
+    if pairs is None:
         return {}
     if not isinstance(model, GPT):
         raise TrainConfigError("birth-place evaluation needs a GPT model")
-    pairs = _read_pairs(data.evaluate, "evaluate")
     mine = rank_share(len(pairs), ctx.env)
     model.eval()
     started, answers = time.perf_counter(), []

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...config_errors import TrainConfigError
 from ...config_groups import TrainConfig
-from ...data.char_vocabulary import CharVocabError
+from ...data.char_vocabulary import VOCABULARY_FILE, CharVocabError
 from ...data.row_batches import RowSet, content_fingerprint
 from ...stages.data_setup import TrainingData, read_text
 from ...stages.run import pretrain_on_rows
@@ -23,7 +23,8 @@ def char_text_corpus(cfg: TrainConfig) -> TrainingData:
         raise TrainConfigError(f"{data.text}: {error}") from None
     key = content_fingerprint(text, block_size=block_size, validation_fraction=fraction)
     return TrainingData(RowSet(train, len(train), key),
-                        RowSet(validation, len(validation), key) if validation is not None else None, vocab.vocab_size)
+                        RowSet(validation, len(validation), key) if validation is not None else None, vocab.vocab_size,
+                        run_files={VOCABULARY_FILE: vocab.to_json()})
 
 
 def run_char_pretrain(cfg: TrainConfig) -> dict[str, Any]:
