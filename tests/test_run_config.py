@@ -92,6 +92,31 @@ def test_a_stage_the_run_does_not_support_is_one_line(tmp_path, capsys, stage, r
     assert not (run / stage).exists()
 
 
+@pytest.mark.parametrize("stage, settings, message", [
+    ("finetune", ["model=gpt_tiny", "data=yelp_sentiment", "finetune.adapter_dim=8"],
+     "finetune.adapter_dim=8 does nothing for stage=finetune with data.kind=classification; it is read by "
+     "stage=finetune with data.kind=text_to_text: remove it"),
+    ("evaluate", ["evaluate.iw_samples=5"],
+     "evaluate.iw_samples=5 does nothing for stage=evaluate with data.kind=tokens; it is read by stage=evaluate with "
+     "model=adavae: remove it"),
+    ("generate", ['generate.prompts=["the"]'],
+     "generate.prompts=['the'] does nothing for stage=generate with model=adavae; it is read by stage=generate with "
+     "data.kind=tokens|text_to_text|char_text|sentences|char_corruption|birth_places: remove it"),
+    ("pretrain", ["generate.top_k=5"], "generate.top_k=5 does nothing for stage=pretrain with data.kind=tokens; it is "
+     "read by stage=generate with data.kind=tokens|text_to_text|char_text|sentences|char_corruption|birth_places or "
+     "model=adavae: remove it"),
+])
+def test_a_setting_the_stage_does_not_read_is_refused(tmp_path, capsys, stage, settings, message):
+    """It did nothing and the run's config.yaml recorded it as used (adapters on a GPT fine-tune, prompts for AdaVAE,
+    importance samples for a GPT evaluation)."""
+    if stage in ("evaluate", "generate"):  # the run's model and data: a GPT on tokens, an AdaVAE on PTB
+        run = fake_run(tmp_path / "run", *(RUN_SETTINGS if stage == "evaluate" else ["model=adavae", "data=ptb"]))
+        settings = [*settings, f"init_from={run}"]
+    assert main([f"stage={stage}", *settings, f"output_dir={tmp_path / 'out'}", "trainer.device=cpu"]) == 2
+    assert one_line_error(capsys) == f"train: error: {message}"
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("preset, warmup, shortened", [
     ("shakespeare_char", 100, 2), ("ptb_gpt_pretrain", 100, 5), ("adavae_ptb", 500, 8), ("adavae_ptb_lm", 500, 8),
 ])

@@ -8,6 +8,7 @@ never import each other; what they share lives in ``run``, ``model_setup`` and `
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from importlib import import_module
 from typing import Any
 
@@ -37,6 +38,18 @@ STAGE_TABLE: dict[tuple[str, str], str] = {
     ("classify", "adavae"): "experiments.adavae.latent_classification:run_latent_classification",
 }
 MODEL_ROUTES = frozenset({"adavae"})  # model families whose stages do not depend on data.kind
+DECODING = ("generate.max_tokens", "generate.greedy", "generate.temperature", "generate.top_k")
+# The settings of the stage-specific sections (finetune, evaluate, generate) that each function reads: any other
+# of them set away from its default would do nothing, and is refused rather than recorded as if it had been used.
+SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
+    "stages.finetune:run_finetune": ("finetune.adapter_dim", "finetune.unfreeze_every"),
+    "experiments.adavae.stages:run_adavae_evaluate": ("evaluate.iw_samples", "evaluate.iw_chunk"),
+    "stages.generate:run_generate": ("generate.prompts", "generate.prompts_file", "generate.num_samples",
+                                     *DECODING),
+    "experiments.adavae.stages:run_adavae_generate": ("generate.sentences", "generate.interpolation_steps",
+                                                      "generate.analogy_degree", "generate.prior_samples",
+                                                      *DECODING),
+}
 
 
 def stage_route(cfg: TrainConfig) -> str:
@@ -50,7 +63,7 @@ def stage_function(stage: str, route: str):
     if target is None:
         stages = [s for s, r in STAGE_TABLE if r == route]
         routes = [r for s, r in STAGE_TABLE if s == stage]
-        what = f"model={route}" if route in MODEL_ROUTES else f"data.kind={route}"
+        what = _route_name(route)
         runs = f"stage={'|'.join(stages)}" if stages else "no stage"
         raise TrainConfigError(f"stage={stage} does not run with {what} ({what} runs {runs}; stage={stage} runs "
                                f"with {', '.join(routes) or 'nothing'})")
@@ -60,4 +73,41 @@ def stage_function(stage: str, route: str):
 
 def run_stage(cfg: TrainConfig) -> dict[str, Any]:
     """Run ``cfg.stage`` for this config's model family or data kind and return its summary."""
-    return stage_function(cfg.stage, stage_route(cfg))(cfg)
+    function = stage_function(cfg.stage, stage_route(cfg))
+    check_section_settings(cfg)
+    return function(cfg)
+
+
+def check_section_settings(cfg: TrainConfig) -> None:
+    """A one-line error for a ``finetune.``, ``evaluate.`` or ``generate.`` setting changed from its default that
+    this stage does not read (``finetune.adapter_dim`` of a GPT fine-tune), naming the stages that do."""
+    route = stage_route(cfg)
+    reads = SECTION_SETTINGS.get(STAGE_TABLE[cfg.stage, route], ())
+    for section in ("finetune", "evaluate", "generate"):
+        settings = getattr(cfg, section)
+        values, defaults = asdict(settings), asdict(type(settings)())
+        for name, value in values.items():
+            key = f"{section}.{name}"
+            if key in reads or value == defaults[name]:
+                continue
+            raise TrainConfigError(f"{key}={value!r} does nothing for stage={cfg.stage} with {_route_name(route)}; "
+                                   f"it is read by {_readers(key)}: remove it")
+
+
+def _route_name(route: str) -> str:
+    return f"model={route}" if route in MODEL_ROUTES else f"data.kind={route}"
+
+
+def _readers(key: str) -> str:
+    """The stages (with their data kinds or models) that read setting ``key``, as one phrase."""
+    routes: dict[str, list[str]] = {}
+    for (stage, route), target in STAGE_TABLE.items():
+        if key in SECTION_SETTINGS.get(target, ()):
+            routes.setdefault(stage, []).append(route)
+    phrases = []
+    for stage, names in routes.items():
+        kinds = [name for name in names if name not in MODEL_ROUTES]
+        models = [name for name in names if name in MODEL_ROUTES]
+        wheres = ([f"data.kind={'|'.join(kinds)}"] if kinds else []) + ([f"model={'|'.join(models)}"] if models else [])
+        phrases.append(f"stage={stage} with {' or '.join(wheres)}")
+    return "; ".join(phrases)
