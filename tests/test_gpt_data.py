@@ -186,6 +186,18 @@ def test_eval_batches_in_length_order_are_dealt_to_ranks_and_padded():
         next(row_set_eval_batches(rows, 0, 1, 4, order[:3]))
 
 
+def test_a_limited_validation_pass_scores_the_first_items_not_the_shortest():
+    """trainer.eval_batches=1 of 4 rows scored rows 1, 6, 4, 2 (the shortest) in length order; the first four now."""
+    lengths = [5, 1, 3, 5, 2, 4, 1]
+    rows = RowSet(lambda item, epoch: {"loss_weights": np.array([1] * lengths[item] + [0] * (6 - lengths[item])),
+                                       "id": np.array([item])}, len(lengths), "toy")
+    order = length_order(rows, lambda row: int(row["loss_weights"].sum()), evaluated=4)
+    assert order.tolist() == [1, 2, 0, 3, 4, 5, 6]
+    (first, *_) = row_set_eval_batches(rows, 0, 1, 4, order)
+    assert sorted(first["id"][:, 0].tolist()) == [0, 1, 2, 3]
+    assert length_order(rows, len, evaluated=10).tolist() == length_order(rows, len).tolist()
+
+
 def test_mingpt_cosine_reproduces_the_a5_pretraining_anchors():
     tokens_per_step = 128 * 127
     decay_steps = 75_212_800 / tokens_per_step

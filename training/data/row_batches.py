@@ -78,10 +78,15 @@ def row_set_eval_batches(source: RowSource, rank: int, world_size: int, micro_ba
                               lambda items: [source.row(int(item), 0) for item in items], order)
 
 
-def length_order(source: RowSource, length: Callable[[dict[str, np.ndarray]], int]) -> np.ndarray:
-    """Every item of ``source`` sorted by ``length(row)`` at epoch 0, ties in item order: batches cut from it hold
-    rows of similar length, so a consumer that cuts a batch to its longest row computes little padding."""
-    return np.argsort([length(source.row(item, 0)) for item in range(source.size)], kind="stable")
+def length_order(source: RowSource, length: Callable[[dict[str, np.ndarray]], int],
+                 evaluated: int | None = None) -> np.ndarray:
+    """Every item of ``source``, the first ``evaluated`` (all when None) sorted by ``length(row)`` at epoch 0, ties
+    in item order, then the rest in item order: batches cut from it hold rows of similar length, so a consumer that
+    cuts a batch to its longest row computes little padding, and a validation pass limited to ``evaluated`` items
+    scores the same items as in item order, not the shortest."""
+    count = source.size if evaluated is None else min(evaluated, source.size)
+    first = np.argsort([length(source.row(item, 0)) for item in range(count)], kind="stable")
+    return np.concatenate([first, np.arange(count, source.size)])
 
 
 def row_set_length_batches(source: RowSource, micro_batch_size: int,

@@ -175,7 +175,9 @@ def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSource, validat
     def train_batches(start_step: int):
         return iter(make_loader(stream.starting_at(start_step), settings.num_workers))
 
-    order = length_order(validation, validation_length) if validation is not None and validation_length else None
+    evaluated = settings.eval_batches * settings.micro_batch_size * ctx.env.world_size or None  # 0: the whole split
+    order = (length_order(validation, validation_length, evaluated) if validation is not None and validation_length
+             else None)
 
     def validation_batches():
         return row_set_eval_batches(validation, ctx.env.rank, ctx.env.world_size, settings.micro_batch_size, order)
