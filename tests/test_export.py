@@ -252,6 +252,17 @@ def test_gpts_without_a_gpt2_counterpart_are_refused_in_one_line(tmp_path, setti
     assert not (tmp_path / "out").exists() and [p.name for p in tmp_path.iterdir()] == ["run"]
 
 
+def test_a_prefix_lm_gpt_is_refused_in_one_line(tokens, tmp_path):
+    """Its inputs attend both ways; as GPT2LMHeadModel (causal) it would compute otherwise (exported silently before)."""
+    run = tmp_path / "run"
+    assert train([f"data.tokens={tokens}", "model=gpt_tiny", "objective=prefix_lm", "objective.inputs_length=32",
+                  "objective.targets_length=33", f"output_dir={run}", *SHORT]) == 0
+    line = _refusal(str(run), str(tmp_path / "out"))
+    assert line.startswith(f"Error: cannot export {run}/checkpoints/step_00000002.pt to Hugging Face: it was trained "
+                           "with objective=prefix_lm, whose inputs attend to each other both ways"), line
+    assert not (tmp_path / "out").exists()
+
+
 def test_t5_adapters_unknown_runs_and_used_folders_are_refused(t5_export, ptb_vocab, tmp_path):
     state = load_checkpoint(t5_export[0])
     spec = {**state["model_spec"], "adapter_dim": 4}

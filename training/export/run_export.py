@@ -63,6 +63,12 @@ def _write_model(run: TrainedRun, model: Any, vocab: str | None, folder: Path) -
         backbone = run.config.get("init_from")
         config = write_adavae(model, run.spec, backbone, folder)
         return "AdaVAE", {"backbone": {"source": backbone, **config["backbone"]}}
+    objective = run.state.get("config", {}).get("name")  # what a GPT pre-trained on token shards was trained on
+    if run.family == "gpt" and objective not in (None, "lm"):
+        raise ExportError(f"cannot export {run.checkpoint} to Hugging Face: it was trained with objective={objective}, "
+                          "whose inputs attend to each other both ways (a prefix LM), and GPT2LMHeadModel attends "
+                          "causally only, so it would score and generate otherwise; export a GPT trained with "
+                          "objective=lm")
     try:
         hf_layout(model)
     except ValueError as error:
