@@ -102,7 +102,15 @@ def test_evaluate_stage_scores_a_checkpoint(sample_tokens, reference_run, tmp_pa
 @pytest.mark.parametrize("overrides, message", [
     (["model=t5_huge"], "Could not find 'model/t5_huge' (available: adavae, gpt1, gpt_a5"),
     (["trainer.max_stepz=3"], "Could not override 'trainer.max_stepz' (did you mean trainer.max_steps?)"),
-    (["trainer.xyzzy=3"], "use +trainer.xyzzy=3 (or check the key's spelling)"),
+    (["trainer.xyzzy=3"], "Could not override 'trainer.xyzzy'; trainer has no setting xyzzy here (its settings: "
+                          "max_steps, global_batch_size,"),
+    (["data.vocab=x"], "Could not override 'data.vocab'; data has no setting vocab here (its settings: kind, tokens, "
+     "train_split, validation_split, concat_documents, document_eos)"),  # '+data.vocab=' said Hydra, then refused it
+    (["model=gpt_tiny", "model.dropout=0.1"], "Could not override 'model.dropout'; this config leaves it unset: "
+     "+model.dropout=VALUE sets it"),
+    (["model=gpt_tiny", "model.droput=0.1"], "Could not override 'model.droput' (did you mean +model.dropout?)"),
+    (["optimizer.options.betas=[0.9,0.99]"], "to append to your config use +optimizer.options.betas=[0.9,0.99] (or "
+     "check the key's spelling)"),  # options are free-form
     (["+model.d_modle=64"], "Key 'd_modle' not in 'T5ModelConfig' (did you mean model.d_model?)"),
     (["+trainer.max_stepz=3"], "Key 'max_stepz' not in 'TrainerConfig' (did you mean trainer.max_steps?)"),
     (["trainer.max_steps=abc"], "trainer.max_steps='abc' must be of type int"),

@@ -47,17 +47,16 @@ def _one_line(error: Exception, overrides: Sequence[str]) -> str:
     if "Available options" in " ".join(options):
         text += " (available: " + ", ".join(o for o in options if "Available options" not in o) + ")"
     elif len(lines) > 1 and lines[1].startswith("To append"):
-        append = f"{lines[1][0].lower()}{lines[1][1:]}"
         unknown = re.match(r"Could not override '([^']+)'", text)
-        close = _closest_key(unknown.group(1), overrides) if unknown else None
-        text = (f"{text.rstrip('.')} (did you mean {close}?); {append}" if close
-                else f"{text.rstrip('.')}; {append} (or check the key's spelling)")
+        hint = _unknown_key_hint(unknown.group(1), overrides) if unknown else None
+        text = text.rstrip(".") + (hint or f"; {lines[1][0].lower()}{lines[1][1:]} (or check the key's spelling)")
     return text
 
 
-def _closest_key(key: str, overrides: Sequence[str]) -> str | None:
-    """The setting beside the unknown ``key`` whose name is most like its own, in the config the other
-    ``overrides`` compose; None if no name is close or they do not compose either."""
+def _unknown_key_hint(key: str, overrides: Sequence[str]) -> str | None:
+    """What to do about ``key``, which the config that the other ``overrides`` compose does not hold: ``+key=``
+    where its section's schema has it (a preset leaves it unset); else the setting beside it whose name is closest;
+    else the settings the section has. None if the other overrides do not compose either."""
     parent, _, name = key.rpartition(".")
     others = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") != key]
     try:
@@ -67,8 +66,33 @@ def _closest_key(key: str, overrides: Sequence[str]) -> str | None:
     node = OmegaConf.select(cfg, parent) if parent else cfg
     if not isinstance(node, DictConfig):
         return None
-    close = difflib.get_close_matches(name, [str(k) for k in node.keys()], n=1)
-    return f"{parent}.{close[0]}".lstrip(".") if close else None
+    schema = _section_schema(cfg, parent)
+    fields = [field.name for field in dataclasses.fields(schema)] if schema else []
+    if name in fields:
+        return f"; this config leaves it unset: +{key}=VALUE sets it"
+    present = [str(k) for k in node.keys()]
+    close = difflib.get_close_matches(name, present + fields, n=1)
+    if close:
+        unset = "" if close[0] in present else "+"  # a field the config leaves unset is set with +
+        return f" (did you mean {unset}{parent + '.' if parent else ''}{close[0]}?)"
+    if fields:
+        return f"; {parent or 'the config'} has no setting {name} here (its settings: {', '.join(fields)})"
+    return None
+
+
+def _section_schema(cfg: DictConfig, parent: str) -> type | None:
+    """The structured config of the section ``parent`` (``""``: the top level) as ``cfg`` selects it."""
+    top, _, rest = parent.partition(".")
+    section: Any = TrainConfig
+    if top in GROUP_SCHEMAS:
+        selector, schemas = GROUP_SCHEMAS[top]
+        section = schemas.get(OmegaConf.select(cfg, f"{top}.{selector}"),
+                              DEFAULT_OBJECTIVE_SCHEMA if top == "objective" else None)
+    else:
+        rest = parent
+    for part in filter(None, rest.split(".")):
+        section = typing.get_type_hints(section).get(part) if dataclasses.is_dataclass(section) else None
+    return section if dataclasses.is_dataclass(section) else None
 
 
 def _max_steps_fraction(fraction: float, *, _root_: DictConfig) -> int:

@@ -34,7 +34,7 @@ class BirthPlacesData:
     kind: str
     corpus: str
     train: str
-    evaluate: str
+    evaluate: Optional[str]  # null: answer no questions
     predictions: Optional[str] = None
     block_size: int = 128
     max_new_chars: int = 32
