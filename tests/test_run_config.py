@@ -102,6 +102,8 @@ def test_a_stage_the_run_does_not_support_is_one_line(tmp_path, capsys, stage, r
     ("generate", ['generate.prompts=["the"]'],
      "generate.prompts=['the'] does nothing for stage=generate with model=adavae; it is read by stage=generate with "
      "data.kind=tokens|text_to_text|char_text|sentences|char_corruption|birth_places: remove it"),
+    ("pretrain", ["classify.per_label=[5]"], "classify.per_label=[5] does nothing for stage=pretrain with "
+     "data.kind=tokens; it is read by stage=classify with model=adavae: remove it"),
     ("pretrain", ["generate.top_k=5"], "generate.top_k=5 does nothing for stage=pretrain with data.kind=tokens; it is "
      "read by stage=generate with data.kind=tokens|text_to_text|char_text|sentences|char_corruption|birth_places or "
      "model=adavae: remove it"),

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from importlib import import_module
 from typing import Any
 
+from ..config import load_config
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig
 
@@ -39,8 +40,8 @@ STAGE_TABLE: dict[tuple[str, str], str] = {
 }
 MODEL_ROUTES = frozenset({"adavae"})  # model families whose stages do not depend on data.kind
 DECODING = ("generate.max_tokens", "generate.greedy", "generate.temperature", "generate.top_k")
-# The settings of the stage-specific sections (finetune, evaluate, generate) that each function reads: any other
-# of them set away from its default would do nothing, and is refused rather than recorded as if it had been used.
+# The settings of the stage-specific sections (`SECTIONS`) that each function reads (``section.*``: all of them): any
+# other of them set away from its default would do nothing, and is refused rather than recorded as if it were used.
 SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
     "stages.finetune:run_finetune": ("finetune.adapter_dim", "finetune.unfreeze_every"),
     "experiments.adavae.stages:run_adavae_evaluate": ("evaluate.iw_samples", "evaluate.iw_chunk"),
@@ -49,7 +50,9 @@ SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
     "experiments.adavae.stages:run_adavae_generate": ("generate.sentences", "generate.interpolation_steps",
                                                       "generate.analogy_degree", "generate.prior_samples",
                                                       *DECODING),
+    "experiments.adavae.latent_classification:run_latent_classification": ("classify.*",),
 }
+SECTIONS = ("finetune", "evaluate", "generate", "classify")
 
 
 def stage_route(cfg: TrainConfig) -> str:
@@ -79,19 +82,23 @@ def run_stage(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def check_section_settings(cfg: TrainConfig) -> None:
-    """A one-line error for a ``finetune.``, ``evaluate.`` or ``generate.`` setting changed from its default that
-    this stage does not read (``finetune.adapter_dim`` of a GPT fine-tune), naming the stages that do."""
+    """A one-line error for a setting of `SECTIONS` changed from train.yaml's value that this stage does not read
+    (``finetune.adapter_dim`` of a GPT fine-tune), naming the stages that do."""
     route = stage_route(cfg)
     reads = SECTION_SETTINGS.get(STAGE_TABLE[cfg.stage, route], ())
-    for section in ("finetune", "evaluate", "generate"):
-        settings = getattr(cfg, section)
-        values, defaults = asdict(settings), asdict(type(settings)())
+    bundled = load_config([])  # train.yaml's values (no preset sets these sections)
+    for section in SECTIONS:
+        values, defaults = asdict(getattr(cfg, section)), asdict(getattr(bundled, section))
         for name, value in values.items():
             key = f"{section}.{name}"
-            if key in reads or value == defaults[name]:
+            if _reads(reads, key) or value == defaults[name]:
                 continue
             raise TrainConfigError(f"{key}={value!r} does nothing for stage={cfg.stage} with {_route_name(route)}; "
                                    f"it is read by {_readers(key)}: remove it")
+
+
+def _reads(reads: tuple[str, ...], key: str) -> bool:
+    return key in reads or f"{key.partition('.')[0]}.*" in reads
 
 
 def _route_name(route: str) -> str:
@@ -102,7 +109,7 @@ def _readers(key: str) -> str:
     """The stages (with their data kinds or models) that read setting ``key``, as one phrase."""
     routes: dict[str, list[str]] = {}
     for (stage, route), target in STAGE_TABLE.items():
-        if key in SECTION_SETTINGS.get(target, ()):
+        if _reads(SECTION_SETTINGS.get(target, ()), key):
             routes.setdefault(stage, []).append(route)
     phrases = []
     for stage, names in routes.items():
