@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
+import yaml
 from c4prep.tokenization.train_vocab import VocabConfig, train_vocabulary
 from c4prep.training.checkpoint import load_checkpoint
 from c4prep.training.data.char_vocabulary import VOCABULARY_FILE as CHAR_VOCABULARY_FILE
@@ -114,6 +116,25 @@ def test_yelp_classification_finetunes_a_pretrained_gpt(gpt_lm_run, sample_vocab
     state = load_checkpoint(tmp_path)
     assert state["model_spec"]["name"] == "gpt_classifier"
     assert state["model"]["backbone.tok_emb.weight"].shape[0] == 1100 + 3  # sample vocabulary + GPT-1's specials
+
+
+def test_gpt1_fine_tuning_is_deterministic_and_records_the_gpt_it_trains(gpt_lm_run, sample_vocab, tmp_path, capsys):
+    """The new embedding rows and the head are drawn from the seed (two runs differed), and config.yaml records the
+    run's GPT (it recorded train.yaml's T5, and model=t5_tiny was accepted)."""
+    args = ["stage=finetune", "data=yelp_sentiment", f"data.vocab={sample_vocab}", f"init_from={gpt_lm_run}",
+            "data.train_per_label=4", "data.eval_per_label=4", "data.max_length=32", "trainer.max_steps=1",
+            "trainer.global_batch_size=8", "trainer.micro_batch_size=8", *QUIET]
+    for name in ("a", "b"):
+        assert main([*args, f"output_dir={tmp_path / name}"]) == 0
+    first, second = (load_checkpoint(tmp_path / name)["model"] for name in ("a", "b"))
+    assert all(torch.equal(first[key], second[key]) for key in first)
+    recorded = yaml.safe_load((tmp_path / "a" / "config.yaml").read_text())["model"]
+    assert recorded == yaml.safe_load((gpt_lm_run / "config.yaml").read_text())["model"]
+    capsys.readouterr()
+    assert main([*args, "model=t5_tiny", f"output_dir={tmp_path / 'c'}"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "train: error: data.kind=classification fine-tunes a GPT, not the t5 model the config names "
+        f"(init_from={gpt_lm_run} is a gpt run): choose a GPT model preset (model=gpt_*) or a GPT run")
 
 
 @pytest.mark.parametrize(("override", "message"), [

@@ -64,7 +64,9 @@ def test_training_stages_take_only_the_runs_model_and_bare_checkpoints_keep_the_
     finetune = load_config(["stage=finetune", f"init_from={t5_run}"])  # the checkpoint fixes the model, not the rest
     assert (finetune.model.size, finetune.objective.name, finetune.z_loss) == ("t5_tiny", "span_corruption", 0.0)
     assert load_config(["stage=finetune", f"init_from={t5_run}", "model=t5_small"]).model.size == "t5_small"
-    assert load_config(["stage=finetune", f"init_from={run}"]).model.name == "t5"  # a gpt run: the stage refuses
+    gpt = load_config(["stage=finetune", f"init_from={run}"])  # the run's GPT, not train.yaml's T5 (GPT-1 tasks)
+    assert (gpt.model.name, gpt.model.size) == ("gpt", "gpt_tiny")
+    assert load_config(["experiment=adavae_ptb", "stage=finetune", f"init_from={run}"]).model.name == "adavae"
     bare = tmp_path / "elsewhere" / "model.pt"
     bare.parent.mkdir()
     (run / "checkpoints" / "latest").rename(bare.parent / "unused")

@@ -119,6 +119,8 @@ def test_evaluate_stage_scores_a_checkpoint(sample_tokens, reference_run, tmp_pa
     (["trainer.global_batch_size=4096", "trainer.micro_batch_size=8"], "fewer than one global batch of 4096"),
     (["objective=span_corruption", "objective.targets_length=8"], "bad objective settings"),
     (["stage=evaluate"], "stage=evaluate needs init_from="),
+    (["finetune.adapter_dim=-1"], "finetune.adapter_dim must be >= 0, got -1"),  # a traceback from torch before
+    (["finetune.unfreeze_every=-5"], "finetune.unfreeze_every must be >= 0, got -5"),  # accepted before
 ])
 def test_user_errors_are_one_line(sample_tokens, tmp_path, capsys, overrides, message):
     code = main([f"data.tokens={sample_tokens}", f"output_dir={tmp_path}", *TINY, *overrides])

@@ -262,6 +262,9 @@ def test_resume_settings_allow_what_only_runs_the_training_differently():
     assert resume_conflicts(started, {**started, "init_from": "runs/other"}) == [
         ("init_from", "runs/gpt", "runs/other")]
     assert resume_conflicts(started, {**recorded, "init_from": None}) == [("init_from", "runs/gpt", None)]
+    gpt1 = {**recorded, "data": {"folder": "/yelp", "lm_weight": 0.5}}  # the loss GPT-1 fine-tuning trains with
+    assert resume_conflicts(gpt1, {**gpt1, "data": {"folder": "/moved", "lm_weight": 0.0}}) == [
+        ("data.lm_weight", 0.5, 0.0)]
 
 
 @pytest.mark.parametrize("change, message", [

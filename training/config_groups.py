@@ -187,6 +187,9 @@ class FinetuneConfig:
     adapter_dim: int = 0
     unfreeze_every: int = 0
 
+    def __post_init__(self) -> None:
+        require_at_least(self, "finetune.", ("adapter_dim", "unfreeze_every"), 0)
+
 
 @dataclass
 class EvaluateConfig:

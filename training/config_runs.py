@@ -85,9 +85,9 @@ def with_run_model(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
     """A stage that trains from ``init_from`` (fine-tuning, continued pre-training) a model of the run's family: the
     run's ``model`` section, as the checkpoint fixes the architecture, with the dropout the config sets (a preset's,
     such as A5 fine-tuning's 0.1) and the ``model.*`` keys that ``overrides`` set; the config's own when
-    ``overrides`` choose a model preset (``model=...``), which the stage then holds to the checkpoint, or when the
-    config's model is of another family (AdaVAE around a GPT run; a mismatch the stage refuses). The run folder so
-    records the model it trains, not the default preset."""
+    ``overrides`` choose a model preset (``model=...``), which the stage then holds to the checkpoint, or when an
+    ``experiment=`` preset's model is of another family (AdaVAE around a GPT run; a mismatch the stage refuses).
+    The run folder so records the model it trains, not train.yaml's default (a T5 for a GPT-1 fine-tune)."""
     given = _given(overrides)
     if "model" in given:
         return cfg
@@ -96,9 +96,11 @@ def with_run_model(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
     except CheckpointError:  # not a checkpoint of `train` (AdaVAE's Hugging Face GPT-2 folder): the stage reads it
         return cfg
     run = recorded_settings(folder)
-    if (run.get("model") or {}).get("name") != cfg.model.get("name"):
+    same_family = (run.get("model") or {}).get("name") == cfg.model.get("name")
+    if not same_family and "experiment" in given:  # a preset's model around the run's (AdaVAE around a GPT)
         return cfg
-    dropout = {name: cfg.model[name] for name in REGULARISATION_FIELDS if cfg.model.get(name) is not None}
+    dropout = {name: cfg.model[name] for name in REGULARISATION_FIELDS if same_family and
+               cfg.model.get(name) is not None}
     cfg = _with_saved(cfg, run, ("model",), given)
     with open_dict(cfg.model):
         cfg.model.update(dropout)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import torch
 from ...checkpoint import load_checkpoint
 from ...config_errors import TrainConfigError
 from ...config_groups import TrainConfig, model_settings
@@ -36,8 +37,14 @@ log = logging.getLogger(__name__)
 
 def classifier_model(cfg: TrainConfig, vocab_size: int, num_classes: int,
                      reduce: str = "sum") -> tuple[GPTClassifier, dict[str, Any]]:
-    """``init_from``'s GPT (or a fresh one) with ``vocab_size`` ids and a classifier head; and its spec."""
+    """``init_from``'s GPT (or a fresh one) with ``vocab_size`` ids and a classifier head, whatever they draw drawn
+    from ``seed`` (the new embedding rows, the head); and its spec."""
+    if cfg.model.name != "gpt":
+        source = f" (init_from={cfg.init_from} is a {_family(cfg.init_from)} run)" if cfg.init_from else ""
+        raise TrainConfigError(f"data.kind={cfg.data.kind} fine-tunes a GPT, not the {cfg.model.name} model the "
+                               f"config names{source}: choose a GPT model preset (model=gpt_*) or a GPT run")
     dropout = cfg.data.classifier_dropout
+    torch.manual_seed(cfg.seed)
     if cfg.init_from:
         state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
         check_model_settings(cfg, state["model_spec"])
@@ -57,6 +64,10 @@ def classifier_model(cfg: TrainConfig, vocab_size: int, num_classes: int,
     spec = {**backbone_spec, "name": "gpt_classifier", "vocab_size": vocab_size, "num_classes": num_classes,
             "reduce": reduce, "classifier_dropout": dropout}
     return model, spec
+
+
+def _family(init_from: str) -> str:
+    return load_checkpoint(init_from)["model_spec"].get("name", "unknown")
 
 
 def run_classification(cfg: TrainConfig) -> dict[str, Any]:
