@@ -2,6 +2,7 @@
 trainer's stop on a non-finite loss."""
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,25 @@ def test_finetune_scores_exact_match_and_token_accuracy(pretrained, sample_vocab
     assert 0 <= scores["exact_match"] <= 1 and 0 <= scores["token_accuracy"] <= 1 and scores["loss"] > 0
     weights = load_checkpoint(tmp_path / "ft")["model"]
     assert changed(load_checkpoint(pretrained)["model"], weights)  # fine-tuning moved the pre-trained weights
+
+
+def test_truncated_examples_are_counted_in_both_splits(pretrained, sample_vocab, birth_places, tmp_path, caplog):
+    """Validation examples were truncated without a word (exact match still compares with the whole target)."""
+    caplog.set_level("WARNING")
+    finetune(pretrained, sample_vocab, birth_places, tmp_path / "short", "trainer.max_steps=1", "data.targets_length=2")
+    counts = {split: re.search(rf"task qa: (\d+) of (\d+) {split} examples truncated to 32/2 tokens", caplog.text)
+              for split in ("training", "validation")}
+    assert counts["training"].group(2) == "64" and counts["validation"].group(2) == "16", caplog.text
+    assert all(0 < int(found.group(1)) <= int(found.group(2)) for found in counts.values())
+
+
+def test_missing_unsupervised_tokens_name_their_setting(pretrained, sample_vocab, birth_places, tmp_path, capsys):
+    train, _ = birth_places
+    assert main([f"init_from={pretrained}", "stage=finetune", "data=text_to_text", f"data.vocab={sample_vocab}",
+                 f"data.tasks.qa.train={train}", f"data.unsupervised_tokens={tmp_path / 'none'}",
+                 f"output_dir={tmp_path / 'run'}", *COMMON]) == 2
+    assert capsys.readouterr().err.strip().endswith(  # it named data.tokens, which a text_to_text config refuses
+        "run `c4prep tokenize` first or set data.unsupervised_tokens=<token folder>")
 
 
 def test_mixing_in_the_unsupervised_task(pretrained, sample_vocab, sample_tokens, birth_places, tmp_path, capsys):

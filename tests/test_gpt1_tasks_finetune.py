@@ -173,6 +173,18 @@ def test_rows_have_one_sequence_per_order_or_answer(sample_vocab, tmp_path):
     assert sorted(first.tolist()) == sorted(swapped.tolist()) and first.tolist() != swapped.tolist()
 
 
+def test_rows_count_the_examples_with_a_text_cut_to_fit(sample_vocab):
+    vocab = load_vocabulary(str(sample_vocab))
+    special = SpecialTokens.after(vocab.vocab_size)
+    long, short = "the company said " * 10, "the company"
+    assert len(vocab.encode(long)) > 20 and len(vocab.encode(short)) <= 2
+    texts = [TaskExample((long,), 0), TaskExample((short,), 1), TaskExample((long,), 1)]
+    assert task_rows("classification", texts, vocab, special, 8).truncated == 2  # 6 tokens of text kept
+    assert task_rows("classification", texts, vocab, special, 64).truncated == 0
+    pairs = [TaskExample((short, long), 0), TaskExample((short, short), 1)]
+    assert task_rows("entailment", pairs, vocab, special, 16).truncated == 1  # 6 tokens of each part kept
+
+
 # --- train stage=finetune data=gpt1_* ---
 
 @pytest.fixture(scope="module")
@@ -196,10 +208,12 @@ def finetune(config: str, train: Path, validation: Path, overrides: list[str], v
     return load_checkpoint(run_dir)["model_spec"]
 
 
-def test_entailment_finetunes_on_snli_jsonl(gpt_run, sample_vocab, tmp_path, capsys):
+def test_entailment_finetunes_on_snli_jsonl(gpt_run, sample_vocab, tmp_path, capsys, caplog):
     path = snli_jsonl(tmp_path / "snli.jsonl")
     spec = finetune("gpt1_entailment", path, path, SNLI_OVERRIDES, sample_vocab, gpt_run, tmp_path / "run", capsys)
     assert (spec["name"], spec["num_classes"], spec["reduce"]) == ("gpt_classifier", 3, "sum")
+    for split in ("training", "validation"):  # 14 tokens of each part kept: cut silently before
+        assert f"{len(SNLI)} of {len(SNLI)} {split} examples had a text cut to fit data.max_length=32" in caplog.text
 
 
 def test_similarity_finetunes_on_mrpc_tsv(gpt_run, sample_vocab, tmp_path, capsys):

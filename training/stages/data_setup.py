@@ -118,11 +118,12 @@ def sentence_corpus(cfg: TrainConfig) -> TrainingData:
                      data.pack_length if data.pack else None)
 
 
-def token_manifest(tokens_dir: str) -> Manifest:
+def token_manifest(tokens_dir: str, setting: str = "data.tokens") -> Manifest:
+    """The manifest of the token folder that ``setting`` names; a one-line error saying how to get one."""
     try:
         manifest = read_manifest(tokens_dir)
     except ManifestError as error:
-        raise TokenDataError(f"{error}; run `c4prep tokenize` first or set data.tokens=<token folder>") from None
+        raise TokenDataError(f"{error}; run `c4prep tokenize` first or set {setting}=<token folder>") from None
     if manifest.shard_format != "arrow":
         raise TokenDataError(f"{tokens_dir} holds {manifest.shard_format} token shards, but train reads Arrow token "
                              "shards: re-run tokenize with --format arrow")

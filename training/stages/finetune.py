@@ -31,7 +31,7 @@ from ..distributed import DistEnv, gather_in_item_order, rank_share
 from ..metrics import exact_match
 from ..models.t5 import T5
 from ..trainer import Trainer, evaluate_model
-from .data_setup import load_vocabulary, pretrain_data
+from .data_setup import load_vocabulary, pretrain_data, token_manifest
 from .model_setup import model_from_checkpoint, model_from_config, model_from_init
 from .run import RunContext, checkpoint_record, optimization_from_config, restore, start_run
 
@@ -61,12 +61,14 @@ def load_tasks(data: TextToTextData, vocab: SentencePieceVocabulary) -> dict[str
             validation = load_text_pairs(files.validation, prefix).pairs if files.validation else ()
         except TextFileError as error:
             raise TrainConfigError(f"task {name!r}: {error}") from None
-        if train.truncated:
-            log.warning("task %s: %d of %d training examples truncated to %d/%d tokens", name, train.truncated,
-                        len(train.examples), *lengths)
-        encoded = encode_pairs(validation, vocab, *lengths).examples if validation else None
+        checked = encode_pairs(validation, vocab, *lengths) if validation else None
+        for split, encoded in (("training", train), ("validation", checked)):
+            if encoded is not None and encoded.truncated:
+                log.warning("task %s: %d of %d %s examples truncated to %d/%d tokens", name, encoded.truncated,
+                            len(encoded.examples), split, *lengths)
         tasks[name] = TaskData(PairRows(train.examples, *lengths),
-                               PairRows(encoded, *lengths) if encoded else None, [p.target for p in validation])
+                               PairRows(checked.examples, *lengths) if checked else None,
+                               [p.target for p in validation])
     if not tasks:
         raise TrainConfigError("no fine-tuning tasks: set data=text_to_text data.tasks.<name>.train=<file>")
     return tasks
@@ -77,6 +79,7 @@ def mixture_sources(cfg: TrainConfig, tasks: dict[str, TaskData], vocab_size: in
     sources: dict[str, RowSource] = {name: task.train for name, task in tasks.items()}
     data = cfg.data
     if data.unsupervised_tokens:
+        token_manifest(data.unsupervised_tokens, "data.unsupervised_tokens")  # the setting to fix, if it is not one
         tokens = TokensData(kind="tokens", tokens=data.unsupervised_tokens, validation_split=None)
         objective = replace(cfg.objective, inputs_length=data.inputs_length, targets_length=data.targets_length)
         unsupervised = pretrain_data(tokens, objective, cfg.seed, cfg.model.name == "gpt", cfg.z_loss)

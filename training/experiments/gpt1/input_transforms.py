@@ -170,6 +170,7 @@ class FinetuneRows:
     examples: tuple[FinetuneExample, ...]
     max_length: int
     pad_id: int = 0
+    truncated: int = 0  # how many examples had a text cut to fit (reported; rows are built from examples alone)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "examples", tuple(self.examples))
@@ -192,6 +193,11 @@ class FinetuneRows:
         if not 0 <= index < len(self.examples):
             raise IndexError(f"example index {index} is out of range [0, {len(self.examples)})")
         return finetune_row(self.examples[index], self.max_length, self.pad_id)
+
+
+def part_limit(max_length: int, parts: int) -> int:
+    """Tokens kept of each text of an example with ``parts`` texts (one: classification; else pairs, answers)."""
+    return _limit(max_length, single=parts == 1)
 
 
 def _limit(max_length: int, single: bool) -> int:

@@ -113,6 +113,10 @@ def _finetune(cfg: TrainConfig, task: str, train: list[TaskExample], validation:
                 for examples in (train, validation)]
     except FinetuneDataError as error:
         raise TrainConfigError(f"data.max_length={data.max_length}: {error}") from None
+    for split, split_rows in zip(("training", "validation"), rows):
+        if split_rows is not None and split_rows.truncated:
+            log.warning("%d of %d %s examples had a text cut to fit data.max_length=%d", split_rows.truncated,
+                        len(split_rows), split, data.max_length)
     ctx = start_run(cfg)
     model, spec = classifier_model(cfg, special.size, num_classes, "choices" if task == "multiple_choice" else "sum")
     if data.max_length > model.backbone.max_length:

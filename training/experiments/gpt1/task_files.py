@@ -29,6 +29,7 @@ from .input_transforms import (
     classification_sequences,
     entailment_sequences,
     multiple_choice_sequences,
+    part_limit,
     similarity_sequences,
 )
 
@@ -123,11 +124,14 @@ def class_count(task: str, examples: Sequence[TaskExample], labels: Sequence[str
 
 def task_rows(task: str, examples: Sequence[TaskExample], vocab, special: SpecialTokens,
               max_length: int) -> FinetuneRows:
-    """The examples tokenized with ``vocab``, transformed as ``task`` and framed by ``special``, as fixed rows."""
-    transform = TRANSFORMS[task]
-    return FinetuneRows(tuple(FinetuneExample(tuple(transform([vocab.encode(text) for text in example.texts],
-                                                              special, max_length)), example.label)
-                              for example in examples), max_length, vocab.pad_id)
+    """The examples tokenized with ``vocab``, transformed as ``task`` and framed by ``special``, as fixed rows that
+    count the examples with a text cut to fit ``max_length``."""
+    transform, built, truncated = TRANSFORMS[task], [], 0
+    for example in examples:
+        ids = [vocab.encode(text) for text in example.texts]
+        truncated += any(len(part) > part_limit(max_length, len(ids)) for part in ids)
+        built.append(FinetuneExample(tuple(transform(ids, special, max_length)), example.label))
+    return FinetuneRows(tuple(built), max_length, vocab.pad_id, truncated)
 
 
 def _tsv_names(names: Names, header: list[str]) -> Names:
