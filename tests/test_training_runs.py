@@ -119,17 +119,44 @@ def test_evaluate_stage_scores_a_checkpoint(sample_tokens, reference_run, tmp_pa
     (["trainer.global_batch_size=4096", "trainer.micro_batch_size=8"], "fewer than one global batch of 4096"),
     (["objective=span_corruption", "objective.targets_length=8"], "bad objective settings"),
     (["stage=evaluate"], "stage=evaluate needs init_from="),
+    (["objective=lm", "objective.inputs_length=0", "objective.targets_length=65"],
+     "objective=lm gives no inputs (objective.inputs_length=0), which an encoder-decoder needs"),  # a traceback before
     (["finetune.adapter_dim=-1"], "finetune.adapter_dim must be >= 0, got -1"),  # a traceback from torch before
     (["finetune.unfreeze_every=-5"], "finetune.unfreeze_every must be >= 0, got -5"),  # accepted before
 ])
 def test_user_errors_are_one_line(sample_tokens, tmp_path, capsys, overrides, message):
-    code = main([f"data.tokens={sample_tokens}", f"output_dir={tmp_path}", *TINY, *overrides])
+    code = main([f"data.tokens={sample_tokens}", f"output_dir={tmp_path / 'run'}", *TINY, *overrides])
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert message in err and len(err.splitlines()) == 1, err
+    if "batch" not in message:  # the batch plan needs the ranks, which the run joins as it makes its folder
+        assert not (tmp_path / "run").exists()
 
 
 def test_missing_token_folder_says_what_to_run(tmp_path, capsys):
     assert main([f"data.tokens={tmp_path / 'nowhere'}", f"output_dir={tmp_path}", *TINY]) == 2
     err = capsys.readouterr().err
     assert "c4prep tokenize" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.fixture(scope="module")
+def tokens_with_50_sentinels(sample_documents, sample_vocab, tmp_path_factory) -> Path:
+    from c4prep.tokenization.run_tokenize import TokenizeConfig, run_tokenize
+
+    output = tmp_path_factory.mktemp("tokens50") / "en"
+    run_tokenize(TokenizeConfig(input=str(sample_documents), vocab=str(sample_vocab), output=str(output),
+                                extra_ids=50))
+    return output
+
+
+def test_span_corruption_numbers_spans_with_the_token_shards_sentinels(tokens_with_50_sentinels, tmp_path, capsys):
+    """Shards tokenized with --extra-ids 50 trained (100 assumed: a traceback from a data worker before)."""
+    assert train(tokens_with_50_sentinels, tmp_path / "run", "trainer.num_workers=1", "trainer.max_steps=1",
+                 "data.validation_split=null") == 0
+    state = load_checkpoint(tmp_path / "run")
+    assert state["model_spec"]["vocab_size"] == 1050
+    capsys.readouterr()
+    assert train(tokens_with_50_sentinels, tmp_path / "other", "+objective.params.max_sentinels=100") == 2
+    assert capsys.readouterr().err.strip() == (
+        f"train: error: objective.params.max_sentinels=100, but {tokens_with_50_sentinels} was tokenized with "
+        "--extra-ids 50: leave max_sentinels unset (it follows the token shards)")

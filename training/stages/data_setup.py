@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from c4prep.manifest import Manifest, ManifestError, read_manifest
 from c4prep.tokenization.train_vocab import locate_vocabulary
@@ -37,12 +38,13 @@ from ..data.sentence_files import (
 )
 from ..data.token_index import SampleIndex, TokenDataError, build_sample_index
 from ..data.token_rows import RowBuilder, TokenSampleRows
-from ..objectives import make_objective
+from ..objectives import OBJECTIVES, make_objective
 from ..trainer import BatchLoss
 
 log = logging.getLogger(__name__)
 CHAR_TEXT_KEYS = {"char_text": "text", "char_corruption": "corpus", "birth_places": "corpus"}  # data.kind -> the
 # data key of the text whose characters are the vocabulary
+T5_EXTRA_IDS = 100  # the sentinel ids of token shards whose manifest predates recording --extra-ids
 OWN_VOCABULARY_KINDS = frozenset({*CHAR_TEXT_KEYS, "sentences"})  # ids of the data's characters or words
 
 
@@ -149,11 +151,17 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
     manifest = token_manifest(data.tokens)
     vocab_size = vocabulary_size(manifest, data.tokens)
     inputs_length, targets_length = objective_cfg.inputs_length, objective_cfg.targets_length
+    if not decoder_only and inputs_length < 1:
+        raise TrainConfigError(f"objective={objective_cfg.name} gives no inputs (objective.inputs_length="
+                               f"{inputs_length}), which an encoder-decoder needs: pre-train a T5 with span_corruption "
+                               "or another T5 objective, or choose model=gpt_*")
+    params = _with_sentinels(objective_cfg, manifest, data.tokens)
     try:
-        objective = make_objective(objective_cfg.name, vocab_size=vocab_size, **objective_cfg.params)
+        objective = make_objective(objective_cfg.name, vocab_size=vocab_size, **params)
         segment_length = objective.segment_length(inputs_length, targets_length)
     except ValueError as error:
-        raise TrainConfigError(f"bad objective settings: {error}") from None
+        sentinels = f" ({data.tokens} has {params['max_sentinels']} sentinel ids)" if "max_sentinels" in params else ""
+        raise TrainConfigError(f"bad objective settings{sentinels}: {error}") from None
     document_eos = data.document_eos or ("drop" if objective.composition.append_eos else "keep")
     log.info("%s: each document's EOS is %s", data.tokens, "dropped" if document_eos == "drop" else "kept")
 
@@ -178,13 +186,29 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
                         batch_loss=batch_loss, row_builder=row_builder)
 
 
+def _with_sentinels(objective_cfg: TokenObjectiveConfig, manifest: Manifest, tokens_dir: str) -> dict[str, Any]:
+    """The objective's parameters with ``max_sentinels`` the token shards' sentinel ids (``c4prep tokenize
+    --extra-ids``), for an objective that numbers spans with them; a one-line error when the config sets another
+    count (the regular ids would include sentinels, or sentinels would be ids the vocabulary lacks)."""
+    params = dict(objective_cfg.params)
+    composition = OBJECTIVES.get(objective_cfg.name)
+    if composition is None or "max_sentinels" not in composition.parameters:
+        return params
+    extra_ids = manifest.extra.get("vocabulary", {}).get("extra_ids", T5_EXTRA_IDS)
+    given = params.setdefault("max_sentinels", extra_ids)
+    if given != extra_ids:
+        raise TrainConfigError(f"objective.params.max_sentinels={given}, but {tokens_dir} was tokenized with "
+                               f"--extra-ids {extra_ids}: leave max_sentinels unset (it follows the token shards)")
+    return params
+
+
 def token_vocabulary(tokens_dir: str) -> SentencePieceVocabulary:
     """The SentencePiece vocabulary (sentinels included) the token shards were made with: the ``.model`` file their
     manifest names, checked by SHA-256."""
     named = token_manifest(tokens_dir).extra.get("vocabulary", {})
     model = named.get("model")
     try:
-        vocab = SentencePieceVocabulary(model, extra_ids=named.get("extra_ids", 100))
+        vocab = SentencePieceVocabulary(model, extra_ids=named.get("extra_ids", T5_EXTRA_IDS))
     except (OSError, TypeError, ValueError) as error:
         raise TokenDataError(f"{tokens_dir}/manifest.json names the vocabulary {model}, which does not load "
                              f"({error}); restore it there") from None

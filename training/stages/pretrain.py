@@ -15,16 +15,15 @@ from typing import Any
 
 from ..config_groups import TrainConfig
 from ..trainer import Trainer
-from .data_setup import pretrain_data, sentence_corpus
+from .data_setup import TrainingData, pretrain_data, sentence_corpus
 from .model_setup import check_rows_fit, initial_model
 from .run import RunContext, fit_summary, pretrain_on_rows, row_set_trainer, start_run
 
 log = logging.getLogger(__name__)
 
 
-def build_pretrain_trainer(cfg: TrainConfig, ctx: RunContext) -> Trainer:
+def build_pretrain_trainer(cfg: TrainConfig, ctx: RunContext, data: TrainingData) -> Trainer:
     """Everything wired and restored (when resuming), ready for ``fit()``."""
-    data = pretrain_data(cfg.data, cfg.objective, cfg.seed, cfg.model.name == "gpt", cfg.z_loss)
     model, model_spec = initial_model(cfg, data.vocab_size)
     check_rows_fit(model, data.row_builder)
     return row_set_trainer(cfg, ctx, data.train, data.validation, data.batch_loss, model, model_spec, drop_last=True,
@@ -34,8 +33,9 @@ def build_pretrain_trainer(cfg: TrainConfig, ctx: RunContext) -> Trainer:
 def run_token_pretrain(cfg: TrainConfig) -> dict[str, Any]:
     """Train on token shards, from scratch or from ``init_from``'s weights; returns a summary (steps, last loss,
     validation metrics)."""
-    ctx = start_run(cfg)
-    return fit_summary(ctx, build_pretrain_trainer(cfg, ctx))
+    data = pretrain_data(cfg.data, cfg.objective, cfg.seed, cfg.model.name == "gpt", cfg.z_loss)
+    ctx = start_run(cfg)  # after the data's checks: a refused run leaves no run folder behind
+    return fit_summary(ctx, build_pretrain_trainer(cfg, ctx, data))
 
 
 def run_sentence_pretrain(cfg: TrainConfig) -> dict[str, Any]:

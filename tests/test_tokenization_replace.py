@@ -1,0 +1,130 @@
+"""`c4prep vocab` and `c4prep tokenize` never replace an output made with other settings (unless
+--allow-other-settings), and re-create one made with the same settings (real sample documents)."""
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from c4prep.cli import main
+from c4prep.manifest import build_manifest, manifest_fingerprint, read_listed_shard, read_manifest, write_manifest
+from c4prep.shards import shard_name, write_shard
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def shard_digests(folder: Path) -> dict[str, str]:
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.glob("data-*/*"))}
+
+
+def last_line(result) -> str:
+    return result.output.strip().splitlines()[-1]
+
+
+def refusal(output: Path, held: str, old: str, new: str) -> str:
+    return (f"Error: {output} holds {held} made with {old}; this run asks for {new}, so it left {output} unchanged: "
+            "give another --output, or pass --allow-other-settings to replace it")
+
+
+def fingerprinted(folder: Path) -> str:
+    return f"{folder} (fingerprint {manifest_fingerprint(read_manifest(str(folder)))[:12]})"
+
+
+@pytest.fixture(scope="module")
+def one_shard_documents(sample_documents, tmp_path_factory) -> Path:
+    """The sample's train documents in one shard: the same text as `sample_documents`, another fingerprint."""
+    manifest = read_manifest(str(sample_documents))
+    tables = [read_listed_shard(str(sample_documents), manifest, shard) for shard in manifest.shards]
+    folder = tmp_path_factory.mktemp("one-shard")
+    info = write_shard(str(folder / shard_name("train", 0, 1)), manifest.schema(),
+                       [batch for table in tables for batch in table.to_batches()])
+    write_manifest(str(folder), build_manifest(manifest.schema(), [info], config={}, counters={}))
+    return folder
+
+
+@pytest.mark.parametrize("change", ["--format", "--extra-ids", "--input", "--vocab"])
+def test_tokenize_refuses_to_replace_token_shards_made_with_other_settings(change, sample_documents, sample_vocab,
+                                                                          sample_tokens, one_shard_documents,
+                                                                          tmp_path):
+    """A training run reads the token shards: other shards in their place broke it (`--format parquet` deleted the
+    Arrow shards it was using)."""
+    output = shutil.copytree(sample_tokens, tmp_path / "tokens")
+    before = snapshot(output)
+    other_vocab = tmp_path / "other-vocab"
+    if change == "--vocab":
+        assert CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(other_vocab),
+                                         "--vocab-size", "800"]).exit_code == 0
+    args = {"--input": str(sample_documents), "--vocab": str(sample_vocab), "--output": str(output)}
+    old, new = {
+        "--format": ("--format arrow", "--format parquet"),
+        "--extra-ids": ("--extra-ids 100", "--extra-ids 50"),
+        "--input": (f"--input {fingerprinted(sample_documents)}", f"--input {fingerprinted(one_shard_documents)}"),
+        "--vocab": (f"--vocab {sample_vocab / 'spm.model'} (SHA-256 "
+                    f"{hashlib.sha256((sample_vocab / 'spm.model').read_bytes()).hexdigest()[:12]})",
+                    f"--vocab {other_vocab / 'spm.model'} (SHA-256 "
+                    f"{hashlib.sha256((other_vocab / 'spm.model').read_bytes()).hexdigest()[:12]})"),
+    }[change]
+    args[change] = new.split(" ")[1]
+    result = CliRunner().invoke(main, ["tokenize", *[part for pair in args.items() for part in pair]])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert last_line(result) == refusal(output, "token shards", old, new)
+    assert snapshot(output) == before
+
+    result = CliRunner().invoke(main, ["tokenize", *[part for pair in args.items() for part in pair],
+                                       "--allow-other-settings"])
+    assert result.exit_code == 0, result.output
+    assert snapshot(output) != before
+
+
+def test_tokenize_with_the_same_settings_recreates_a_deleted_shard(sample_documents, sample_vocab, sample_tokens,
+                                                                   tmp_path, monkeypatch):
+    """The same input and vocabulary, named by other paths (a relative folder, the .model file), are the same
+    settings: the run goes on and gives the same shards."""
+    output = shutil.copytree(sample_tokens, tmp_path / "tokens")
+    expected = shard_digests(output)
+    next(output.glob("data-*/*")).unlink()
+    shutil.copytree(sample_documents, tmp_path / "documents")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["tokenize", "--input", "documents", "--vocab", str(sample_vocab / "spm.model"),
+                                       "--output", "tokens"])
+    assert result.exit_code == 0, result.output
+    assert shard_digests(output) == expected
+
+
+@pytest.mark.parametrize("change", ["--vocab-size", "--num-threads", "--input"])
+def test_vocab_refuses_to_replace_a_vocabulary_made_with_other_settings(change, sample_documents, sample_vocab,
+                                                                        one_shard_documents, tmp_path):
+    """Token shards name their vocabulary by SHA-256: another model in its place leaves them unverifiable."""
+    output = shutil.copytree(sample_vocab, tmp_path / "vocab")
+    before = snapshot(output)
+    args = {"--input": str(sample_documents), "--output": str(output), "--vocab-size": "1000"}
+    old, new = {
+        "--vocab-size": ("--vocab-size 1000", "--vocab-size 800"),
+        "--num-threads": ("--num-threads 16", "--num-threads 2"),
+        "--input": (f"--input {fingerprinted(sample_documents)}", f"--input {fingerprinted(one_shard_documents)}"),
+    }[change]
+    args[change] = new.split(" ")[1]
+    result = CliRunner().invoke(main, ["vocab", *[part for pair in args.items() for part in pair]])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert last_line(result) == refusal(output, "a vocabulary", old, new)
+    assert snapshot(output) == before
+
+    result = CliRunner().invoke(main, ["vocab", *[part for pair in args.items() for part in pair],
+                                       "--allow-other-settings"])
+    assert result.exit_code == 0, result.output
+    config = json.loads((output / "vocab.json").read_text())["config"]
+    assert {"--vocab-size": config["vocab_size"] == 800, "--num-threads": config["num_threads"] == 2,
+            "--input": config["inputs"] == [str(one_shard_documents)]}[change]
+
+
+def test_vocab_with_the_same_settings_gives_the_same_model(sample_documents, sample_vocab, tmp_path):
+    output = shutil.copytree(sample_vocab, tmp_path / "vocab")
+    model = (output / "spm.model").read_bytes()
+    result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(output),
+                                       "--vocab-size", "1000"])
+    assert result.exit_code == 0, result.output
+    assert (output / "spm.model").read_bytes() == model
