@@ -150,3 +150,21 @@ def test_a_model_file_beside_another_models_card_is_used_without_that_card(sampl
     (tmp_path / "vocab.json").write_text("{")
     with pytest.raises(VocabError, match="is not a c4prep vocabulary card"):
         locate_vocabulary(str(tmp_path / "backup.model"))
+
+
+def test_manifest_names_the_vocabulary_by_an_absolute_path(sample_documents, sample_vocab, tmp_path, monkeypatch):
+    """A vocabulary typed as a relative path loads from another working folder (`train stage=generate`, `c4prep
+    export` failed there); a URI stays as it was given."""
+    from c4prep.training.stages.data_setup import token_vocabulary
+
+    shutil.copytree(sample_vocab, tmp_path / "vocab")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["tokenize", "--input", str(sample_documents), "--vocab", "vocab",
+                                       "--output", "tokens"])
+    assert result.exit_code == 0, result.output
+    assert read_manifest("tokens").extra["vocabulary"]["model"] == str(tmp_path / "vocab" / "spm.model")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert token_vocabulary(str(tmp_path / "tokens")).model_proto == (sample_vocab / "spm.model").read_bytes()
+    uri = f"file://{sample_vocab}/spm.model"
+    assert locate_vocabulary(uri)[0] == uri

@@ -21,7 +21,7 @@ from c4prep.manifest import Manifest, read_manifest, write_manifest
 from c4prep.shards import read_shard, write_shard
 from c4prep.training import stages
 from c4prep.training.cli import main
-from c4prep.training.checkpoint import load_checkpoint
+from c4prep.training.checkpoint import load_checkpoint, save_checkpoint
 from c4prep.training.config import TrainConfigError, load_config
 from c4prep.training.config_groups import model_settings
 from c4prep.training.resume_settings import resume_conflicts
@@ -359,6 +359,32 @@ def test_a_checkpoint_without_its_runs_config_names_what_is_missing(sample_token
     assert main(["stage=evaluate", f"init_from={tmp_path / 'run'}", f"data.tokens={sample_tokens}"]) == 2
     assert one_line_error(capsys).endswith("and its run folder has no config.yaml to take the run's from: give the "
                                            "model= it trained with")
+
+
+def test_a_resume_with_another_number_of_ranks_says_so(sample_tokens, tmp_path, capsys):
+    """The cause was behind --debug: the line said the checkpoint did not fit and to start over."""
+    assert train(sample_tokens, tmp_path) == 0
+    state = load_checkpoint(tmp_path / "run")
+    state["rng"] = state["rng"] * 2  # as a 2-process torchrun run writes it
+    save_checkpoint(tmp_path / "run", state["step"], state, keep=1)
+    capsys.readouterr()
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=2") == 2
+    assert one_line_error(capsys) == (f"train: error: {tmp_path / 'run' / 'checkpoints' / 'step_00000001.pt'}: "
+                                      "checkpoint was written by 2 rank(s), this run has 1; resume with the same "
+                                      "number of processes")
+
+
+def test_a_resume_below_the_checkpoints_step_is_refused_and_keeps_the_record(sample_tokens, tmp_path, capsys):
+    """It trained nothing, exit 0, and config.yaml said max_steps: 1 of a run at step 2."""
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=2") == 0
+    record = (tmp_path / "run" / "config.yaml").read_text()
+    capsys.readouterr()
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=1") == 2
+    assert one_line_error(capsys) == (f"train: error: {tmp_path / 'run' / 'checkpoints' / 'step_00000002.pt'} is at "
+                                      "step 2, past trainer.max_steps=1: give trainer.max_steps=2 or more to go on "
+                                      "from it, or a new output_dir")
+    assert (tmp_path / "run" / "config.yaml").read_text() == record
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=2") == 0  # the same command again: nothing to do
 
 
 def test_an_interrupt_a_library_swallowed_still_stops_training(sample_tokens, tmp_path, monkeypatch, capsys):

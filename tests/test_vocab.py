@@ -266,6 +266,16 @@ def test_cli_vocab_too_large_suggests_a_size(sample_documents, tmp_path):
     assert 1000 < suggested < 32000
 
 
+def test_cli_vocab_too_small_for_the_characters_names_c4preps_options(sample_documents, tmp_path):
+    """SentencePiece's error named its own spelling, --character_coverage; now the smallest size that works."""
+    args = ["vocab", "--input", str(sample_documents), "--output", str(tmp_path / "v"), "--vocab-size"]
+    result = CliRunner().invoke(main, [*args, "5"])
+    assert result.exit_code == 2 and result.output.strip().splitlines()[-1] == (
+        "Error: --vocab-size 5 is too small for this corpus: its characters (at --character-coverage 0.9995) need "
+        "190 pieces with pad, eos and unk; use --vocab-size 190 or more, or a lower --character-coverage")
+    assert CliRunner().invoke(main, [*args, "190"]).exit_code == 0
+
+
 def test_cli_vocab_missing_input(tmp_path):
     """The input is checked before the output folder is made: a mistyped --input leaves no empty folder."""
     output = tmp_path / "vocab"

@@ -132,6 +132,10 @@ def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
         trainer.logger.truncate_after(0)
         return
     state = load_checkpoint(found)
+    if state["step"] > cfg.trainer.max_steps:  # it would train nothing, yet record max_steps as the run's
+        raise TrainConfigError(f"{found} is at step {state['step']}, past trainer.max_steps="
+                               f"{cfg.trainer.max_steps}: give trainer.max_steps={state['step']} or more to go on "
+                               "from it, or a new output_dir")
     if "settings" in state:  # checkpoints written before they recorded them: config.yaml was checked
         check_resumable_settings(trainer.run_dir, cfg, (found, state["settings"]))
     if state.get("data_fingerprint") != data_fingerprint:
@@ -145,6 +149,8 @@ def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
                               "output_dir, resume=never to start over, or the run's model settings")
     try:
         trainer.load_state_dict(state)
+    except CheckpointError as error:  # what a resume must match (the number of ranks), said as it is
+        raise CheckpointError(f"{found}: {error}") from None
     except (KeyError, ValueError, RuntimeError) as error:
         raise CheckpointError(f"{found} does not fit this run's model or optimizer ({type(error).__name__}; "
                               "--debug shows it): use a new output_dir, or resume=never to start over") from None

@@ -1,0 +1,46 @@
+"""The refusal of `c4prep vocab` and `c4prep tokenize` to replace an output made with other settings.
+
+What uses an output breaks when another replaces it: a training run reads the token shards, and token shards name
+their vocabulary by SHA-256. A run with the same settings gives the same output (it re-creates a deleted shard),
+so it goes on; ``--allow-other-settings`` replaces the output anyway.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+ALLOW_FLAG = "--allow-other-settings"
+
+Settings = Sequence[tuple[str, Any]]  # (command-line option, value), in the order of the command's --help
+
+
+class OtherSettingsError(ValueError):
+    """The output holds a result made with other settings, which the run would replace (one-line message)."""
+
+
+@dataclass(frozen=True)
+class Content:
+    """An input shown by its path and compared by its hash alone: the same data at another path (relative or
+    absolute, copied, moved) is the same input."""
+
+    uri: str = field(compare=False)
+    hash_name: str = field(compare=False)  # what ``digest`` is, e.g. "fingerprint"
+    digest: str
+
+    def __str__(self) -> str:
+        return f"{self.uri} ({self.hash_name} {self.digest[:12]})"
+
+
+def _shown(value: Any) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def check_same_settings(output: str, held: str, recorded: Settings, wanted: Settings) -> None:
+    """An :class:`OtherSettingsError` naming the first option whose ``recorded`` value (what made the ``held``
+    output in ``output``) differs from the ``wanted`` one (this run's)."""
+    for (option, old), (_, new) in zip(recorded, wanted, strict=True):
+        if old != new:
+            raise OtherSettingsError(
+                f"{output} holds {held} made with {option} {_shown(old)}; this run asks for {option} {_shown(new)}, "
+                f"so it left {output} unchanged: give another --output, or pass {ALLOW_FLAG} to replace it")
