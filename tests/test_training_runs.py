@@ -85,6 +85,8 @@ def test_two_process_ddp_matches_single_process(sample_tokens, reference_run, tm
                              "-m", "c4prep.training.cli", *overrides], env=env, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
+    (summary,) = result.stdout.strip().splitlines()  # rank 0's: each rank printed one
+    assert json.loads(summary)["step"] == 3
     ddp, single = train_losses(run_dir), train_losses(reference_run)
     for step in (1, 2, 3):  # same global batch of 8: 2 ranks x 2 micro-batches of 2 vs 1 rank x 2 of 4
         assert ddp[step] == pytest.approx(single[step], rel=1e-5)

@@ -13,6 +13,7 @@ from c4prep.user_errors import (
     reported_as_user_errors,
 )
 
+from .output_settings import ALLOW_FLAG
 from .train_vocab import MODEL_TYPES
 
 DEFAULT_DOCUMENTS = "c4prep_data/c4/en"
@@ -48,8 +49,11 @@ def _parse_ratio(value: str | None) -> list[int] | None:
 @click.option("--character-coverage", default=0.9995, show_default=True)
 @click.option("--num-threads", default=16, show_default=True,
               help="Trainer threads. Part of the result: the same value gives the same model on any machine.")
+@click.option(ALLOW_FLAG, "allow_other_settings", is_flag=True,
+              help="Replace a vocabulary made with other settings or inputs (by default refused: the output stays "
+                   "as it was, for the token shards made with it).")
 def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, language_ratio, splits,
-          character_coverage, num_threads) -> None:
+          character_coverage, num_threads, allow_other_settings) -> None:
     """Train a T5-style SentencePiece vocabulary on sentences sampled from document shards.
 
     T5's settings: unigram, pad=0 eos=1 unk=2, no BOS, NFKC, character coverage 0.9995.
@@ -57,14 +61,16 @@ def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, lan
     from c4prep.manifest import ManifestError
     from c4prep.shards import UnsupportedUriError
 
+    from .output_settings import OtherSettingsError
     from .train_vocab import VocabConfig, VocabError, train_vocabulary
 
     config = VocabConfig(inputs=list(inputs or [DEFAULT_DOCUMENTS]), output=output, vocab_size=vocab_size,
                          model_type=model_type, input_sentence_size=input_sentence_size, seed=seed,
                          language_ratio=_parse_ratio(language_ratio), splits=list(splits),
-                         character_coverage=character_coverage, num_threads=num_threads)
+                         character_coverage=character_coverage, num_threads=num_threads,
+                         allow_other_settings=allow_other_settings)
     click.echo(f"Training a {model_type} vocabulary of {vocab_size:,} pieces on {', '.join(config.inputs)}")
-    with reported_as_user_errors(VocabError, ManifestError, UnsupportedUriError):
+    with reported_as_user_errors(VocabError, OtherSettingsError, ManifestError, UnsupportedUriError):
         result = train_vocabulary(config)
     card = result.card
     for source in card["sources"]:
@@ -93,8 +99,12 @@ def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, lan
               help="Encoding threads per worker process; 0: the worker's CPU count.")
 @click.option("--format", "shard_format", type=click.Choice(FORMATS), default="arrow", show_default=True,
               help="Token shard files: Arrow IPC (what `train` reads), Parquet (zstd) or gzipped JSON Lines.")
+@click.option(ALLOW_FLAG, "allow_other_settings", is_flag=True,
+              help="Replace token shards made with other documents, vocabulary, --extra-ids or --format (by default "
+                   "refused: the output stays as it was, for the training runs reading it).")
 @click.pass_context
-def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_threads, shard_format) -> None:
+def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_threads, shard_format,
+             allow_other_settings) -> None:
     """Tokenize document shards into token shards (ids with EOS, length, url), one per document shard.
 
     Any other option (e.g. --direct_running_mode=multi_processing --direct_num_workers=2) is passed to Beam.
@@ -104,16 +114,17 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
     from c4prep.runner_results import JobInputError, RunnerSetupError
     from c4prep.shards import UnsupportedUriError
 
+    from .output_settings import OtherSettingsError
     from .run_tokenize import NAMESPACE, TokenizeConfig, TokenizeError, run_tokenize
     from .train_vocab import VocabError
 
     refuse_unknown_options(ctx, "c4prep tokenize")
     config = TokenizeConfig(input=input_, vocab=vocab_, output=output, extra_ids=extra_ids, runner=runner,
-                            num_threads=num_threads, format=shard_format)
+                            num_threads=num_threads, format=shard_format, allow_other_settings=allow_other_settings)
     click.echo(f"Tokenizing {input_} with {vocab_} on {runner} -> {output}")
     started = time.monotonic()
-    with reported_as_user_errors(TokenizeError, VocabError, ManifestError, RunnerSetupError, JobInputError,
-                                 UnsupportedUriError):
+    with reported_as_user_errors(TokenizeError, VocabError, OtherSettingsError, ManifestError, RunnerSetupError,
+                                 JobInputError, UnsupportedUriError):
         result = run_tokenize(config, ctx.args)
     elapsed = time.monotonic() - started
     counters = result.counters.get(NAMESPACE, {})

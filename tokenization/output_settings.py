@@ -29,7 +29,7 @@ class Content:
     digest: str
 
     def __str__(self) -> str:
-        return f"{self.uri} ({self.hash_name} {self.digest[:12]})"
+        return f"{self.uri} ({self.hash_name} {str(self.digest)[:12]})"  # None in a manifest lacking it
 
 
 def _shown(value: Any) -> str:

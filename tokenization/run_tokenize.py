@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import apache_beam as beam
 import numpy as np
@@ -19,6 +20,7 @@ from c4prep.beam_runs import CounterCache, job_pipeline, pipeline_options, run_t
 from c4prep.manifest import (
     TOKENS,
     Manifest,
+    ManifestError,
     build_manifest,
     manifest_fingerprint,
     output_folder,
@@ -29,6 +31,7 @@ from c4prep.shard_formats import check_format
 from c4prep.shards import join_uri, resolve_uri, shard_name, write_shard
 from c4prep.staged_output import staged_output, write_info_file
 
+from .output_settings import Content, Settings, check_same_settings
 from .token_shards import token_batch, token_schema
 from .train_vocab import locate_vocabulary
 from .vocabulary import SentencePieceVocabulary
@@ -52,6 +55,7 @@ class TokenizeConfig:
     batch_size: int = 1024  # documents per encode call and per Arrow record batch
     num_threads: int = 0  # encode threads per worker process; 0: the worker's CPU count
     format: str = "arrow"  # token shard file format: one of c4prep.shard_formats.FORMATS (train reads arrow)
+    allow_other_settings: bool = False  # replace token shards made with other settings (otherwise refused)
 
     def __post_init__(self) -> None:
         check_format(self.format)
@@ -109,8 +113,31 @@ def _check_paths(config: TokenizeConfig, manifest: Manifest) -> None:
         raise TokenizeError(f"{config.input} holds no documents (its shards lack 'text' or 'url' columns)")
 
 
+def _settings(extra: dict[str, Any], shard_format: str) -> Settings:
+    """What decides token shards, from a token manifest's ``extra`` and format (a published one, or this run's)."""
+    source, vocabulary = extra.get("source", {}), extra.get("vocabulary", {})
+    return [("--input", Content(source.get("uri"), "fingerprint", source.get("fingerprint"))),
+            ("--vocab", Content(vocabulary.get("model"), "SHA-256", vocabulary.get("model_sha256"))),
+            ("--extra-ids", vocabulary.get("extra_ids")),
+            ("--format", shard_format)]
+
+
+def _check_replaceable(config: TokenizeConfig, extra: dict[str, Any]) -> None:
+    """An :class:`~.output_settings.OtherSettingsError` when ``config.output`` holds token shards made with other
+    settings than this run's (its manifest's ``extra``), unless ``config.allow_other_settings``."""
+    if config.allow_other_settings:
+        return
+    try:
+        published = read_manifest(config.output)
+    except ManifestError:  # nothing published, or a manifest that cannot be read: nothing good to keep
+        return
+    check_same_settings(config.output, TOKENS, _settings(published.extra, published.shard_format),
+                        _settings(extra, config.format))
+
+
 def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> TokenizeResult:
-    """Tokenize every document shard of ``config.input`` and atomically replace ``config.output``."""
+    """Tokenize every document shard of ``config.input`` and atomically replace ``config.output`` (unless it holds
+    token shards made with other settings)."""
     if config.extra_ids < 0:
         raise TokenizeError(f"--extra-ids must be >= 0 (T5: 100), got {config.extra_ids}")
     source = read_manifest(config.input)
@@ -122,28 +149,23 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
         raise TokenizeError(f"--vocab {config.vocab}: {error}") from None
     model_sha256 = vocab.model_sha256
     schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
+    extra = {
+        "source": {"uri": config.input, "fingerprint": manifest_fingerprint(source)},
+        "vocabulary": {"model": model_uri, "model_sha256": model_sha256, "vocab_size": vocab.vocab_size,
+                       "extra_ids": config.extra_ids, "card": card},
+    }
     options = pipeline_options(config.runner, list(beam_args or []))
     names = [shard.name for shard in source.shards if source.splits[shard.split].num_rows]  # no 0-row split's shard
-    with output_folder(config.output, TOKENS), job_pipeline(options) as pipeline, \
-            staged_output(config.output) as staging:
-        _ = (
-            pipeline
-            | "ShardNames" >> beam.Create(names)
-            | "SpreadShards" >> beam.Reshuffle()
-            | "Tokenize" >> beam.ParDo(_TokenizeShard(config, source, staging.uri, vocab, schema))
-        )
-        counters = run_to_completion(pipeline, options)
-        manifest = build_manifest(
-            schema,
-            staging.shard_infos(),
-            config=asdict(config),
-            counters=counters,
-            splits=source.splits,
-            shard_format=config.format,
-            extra={
-                "source": {"uri": config.input, "fingerprint": manifest_fingerprint(source)},
-                "vocabulary": {"model": model_uri, "model_sha256": model_sha256, "vocab_size": vocab.vocab_size,
-                               "extra_ids": config.extra_ids, "card": card},
-            },
-        )
-        return TokenizeResult(staging.commit(manifest), counters)
+    with output_folder(config.output, TOKENS):
+        _check_replaceable(config, extra)
+        with job_pipeline(options) as pipeline, staged_output(config.output) as staging:
+            _ = (
+                pipeline
+                | "ShardNames" >> beam.Create(names)
+                | "SpreadShards" >> beam.Reshuffle()
+                | "Tokenize" >> beam.ParDo(_TokenizeShard(config, source, staging.uri, vocab, schema))
+            )
+            counters = run_to_completion(pipeline, options)
+            manifest = build_manifest(schema, staging.shard_infos(), config=asdict(config), counters=counters,
+                                      splits=source.splits, shard_format=config.format, extra=extra)
+            return TokenizeResult(staging.commit(manifest), counters)

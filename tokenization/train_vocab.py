@@ -8,9 +8,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -29,6 +30,7 @@ from c4prep.manifest import (
 )
 from c4prep.shards import atomic_output, join_uri, resolve_uri
 
+from .output_settings import Content, Settings, check_same_settings
 from .sampling import BottomKSample, LineStats, document_lines, stream_key
 from .vocabulary import EOS_ID, PAD_ID, UNK_ID
 
@@ -39,6 +41,7 @@ CARD_FORMAT = "c4prep-vocabulary"
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
 
 _TOO_BIG = re.compile(r"Vocabulary size (?:is )?too high \((\d+)\)\. Please set it to a value <= (\d+)")
+_TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 
 
 class VocabError(ValueError):
@@ -61,6 +64,7 @@ class VocabConfig:
     normalization_rule_name: str = "nmt_nfkc"
     max_sentence_length: int = 4192
     num_threads: int = 16  # SentencePiece's default; the model depends on it, so it is not the machine's count
+    allow_other_settings: bool = False  # replace a vocabulary made with other settings (otherwise refused)
 
 
 @dataclass
@@ -179,7 +183,8 @@ def sample_sentences(config: VocabConfig, manifests: Sequence[Manifest]) -> tupl
 
 
 def train_model(sentences: Sequence[str], options: dict[str, Any]) -> bytes:
-    """Serialised SentencePiece model trained on ``sentences``; :class:`VocabError` if the corpus is too small."""
+    """Serialised SentencePiece model trained on ``sentences``; :class:`VocabError` if the corpus is too small for
+    the vocabulary size, or the size too small for the corpus's characters."""
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, minloglevel=1, **options)
@@ -189,6 +194,12 @@ def train_model(sentences: Sequence[str], options: dict[str, Any]) -> bytes:
             raise VocabError(f"the corpus is too small for --vocab-size {too_big[1]}: {len(sentences):,} sentences "
                              f"give at most {too_big[2]} pieces; use --vocab-size {too_big[2]} or less, or more "
                              "input") from None
+        too_small = _TOO_SMALL.search(str(error))
+        if too_small:
+            raise VocabError(f"--vocab-size {too_small[1]} is too small for this corpus: its characters (at "
+                             f"--character-coverage {options['character_coverage']}) need {too_small[2]} pieces with "
+                             f"pad, eos and unk; use --vocab-size {too_small[2]} or more, or a lower "
+                             "--character-coverage") from None
         raise VocabError(f"SentencePiece training failed: {str(error).strip().splitlines()[-1]}") from None
     return model.getvalue()
 
@@ -198,11 +209,47 @@ def vocab_file_text(sp: spm.SentencePieceProcessor) -> str:
     return "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n" for i in range(sp.get_piece_size()))
 
 
+def _settings(config: Mapping[str, Any], sources: Sequence[Mapping[str, Any]]) -> Settings:
+    """What decides a model, from a card's ``config`` and ``sources`` (a written card, or this run's), in the order of
+    `c4prep vocab --help`; the two settings without an option last, by their :class:`VocabConfig` names."""
+    ratio = config.get("language_ratio")
+    return [("--input", [Content(source["uri"], "fingerprint", source["fingerprint"]) for source in sources]),
+            ("--vocab-size", config.get("vocab_size")),
+            ("--model-type", config.get("model_type")),
+            ("--input-sentence-size", config.get("input_sentence_size")),
+            ("--seed", config.get("seed")),
+            ("--language-ratio", ":".join(map(str, ratio)) if ratio else "none"),
+            ("--split", config.get("splits")),
+            ("--character-coverage", config.get("character_coverage")),
+            ("--num-threads", config.get("num_threads")),
+            ("normalization_rule_name", config.get("normalization_rule_name")),
+            ("max_sentence_length", config.get("max_sentence_length"))]
+
+
+def _check_replaceable(config: VocabConfig, manifests: Sequence[Manifest]) -> None:
+    """An :class:`~.output_settings.OtherSettingsError` when ``config.output`` holds a vocabulary made with other
+    settings or inputs than this run's (``manifests``: its inputs'), unless ``config.allow_other_settings``."""
+    if config.allow_other_settings:
+        return
+    try:
+        card = read_card(join_uri(config.output, CARD_NAME))
+    except VocabError:  # a card that does not read: no vocabulary that loads, nothing good to keep
+        return
+    if card is None:
+        return
+    sources = [{"uri": uri, "fingerprint": manifest_fingerprint(manifest)}
+               for uri, manifest in zip(config.inputs, manifests)]
+    check_same_settings(config.output, VOCABULARY, _settings(card.get("config", {}), card.get("sources", [])),
+                        _settings(asdict(config), sources))
+
+
 def train_vocabulary(config: VocabConfig) -> VocabResult:
-    """Sample, train, and write ``spm.model``, ``spm.vocab`` and the card (last) into ``config.output``."""
+    """Sample, train, and write ``spm.model``, ``spm.vocab`` and the card (last) into ``config.output`` (unless it
+    holds a vocabulary made with other settings)."""
     check_config(config)
     manifests = document_manifests(config)  # the inputs are checked before the output folder is made
     with output_folder(config.output, VOCABULARY, files=[MODEL_NAME, VOCAB_NAME, CARD_NAME]):
+        _check_replaceable(config, manifests)
         started = time.monotonic()
         sentences, sources = sample_sentences(config, manifests)
         sampled = time.monotonic()
@@ -244,9 +291,27 @@ def write_vocabulary(output: str, model_proto: bytes, vocab_text: str, card: dic
             stream.write(data)
 
 
+def read_card(uri: str) -> dict[str, Any] | None:
+    """The vocabulary card at ``uri``; None where there is no file; a :class:`VocabError` for a file that is not a
+    c4prep vocabulary card."""
+    fs, path = resolve_uri(uri)
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    with fs.open_input_stream(path) as stream:
+        text = stream.read().decode("utf-8", errors="replace")
+    try:
+        card = json.loads(text)
+    except json.JSONDecodeError:
+        card = None
+    if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
+        raise VocabError(f"{uri} is not a c4prep vocabulary card; re-run `c4prep vocab`")
+    return card
+
+
 def locate_vocabulary(vocab: str) -> tuple[str, bytes, dict[str, Any] | None]:
     """``(model URI, model bytes, card or None)`` for a vocabulary folder (card required) or a ``.model`` file (card
-    optional: the ``vocab.json`` beside it when it describes this very file, by SHA-256)."""
+    optional: the ``vocab.json`` beside it when it describes this very file, by SHA-256). A local model path is made
+    absolute, so that a manifest recording it names the file from any working folder."""
     fs, path = resolve_uri(vocab)
     kind = fs.get_file_info(path).type
     if kind == pafs.FileType.Directory:
@@ -255,31 +320,21 @@ def locate_vocabulary(vocab: str) -> tuple[str, bytes, dict[str, Any] | None]:
         folder, model_uri, required = (vocab.rsplit("/", 1)[0] if "/" in vocab else "."), vocab, False
     else:
         raise VocabError(f"vocabulary not found: {vocab} is neither a folder made by `c4prep vocab` nor a .model file")
-    card_fs, card_path = resolve_uri(join_uri(folder, CARD_NAME))
-    has_card = card_fs.get_file_info(card_path).type == pafs.FileType.File
-    if required and not has_card:
+    card = read_card(join_uri(folder, CARD_NAME))
+    if required and card is None:
         raise VocabError(f"no {CARD_NAME} in {vocab}: the vocabulary is missing or its run did not finish; "
                          "run `c4prep vocab`")
+    if "://" not in model_uri:
+        model_uri = os.path.abspath(model_uri)
     model_fs, model_path = resolve_uri(model_uri)
     try:
         with model_fs.open_input_stream(model_path) as stream:
             model_proto = stream.read()
     except OSError as error:
         raise VocabError(f"cannot read {model_uri}: {error}") from None
-    if not has_card:
-        return model_uri, model_proto, None
-    with card_fs.open_input_stream(card_path) as stream:
-        text = stream.read().decode("utf-8", errors="replace")
-    try:
-        card = json.loads(text)
-    except json.JSONDecodeError:
-        card = None
-    if not isinstance(card, dict) or card.get("format") != CARD_FORMAT:
-        raise VocabError(f"{join_uri(folder, CARD_NAME)} is not a c4prep vocabulary card; re-run `c4prep vocab`")
-    if card.get("model", {}).get("sha256") != hashlib.sha256(model_proto).hexdigest():
+    if card is not None and card.get("model", {}).get("sha256") != hashlib.sha256(model_proto).hexdigest():
         if required:
             raise VocabError(f"{model_uri} is not the model its {CARD_NAME} describes (SHA-256 differs); re-run "
                              "`c4prep vocab`")
         return model_uri, model_proto, None  # a .model file beside another model's card
     return model_uri, model_proto, card
-

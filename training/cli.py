@@ -14,7 +14,7 @@ from c4prep.interrupted import INTERRUPTED_EXIT_CODE, TRAINING_INTERRUPTED, reme
 from .checkpoint import CheckpointError
 from .config import TrainConfigError, config_dir, load_config, to_yaml
 from .data.token_index import TokenDataError
-from .distributed import shutdown_distributed
+from .distributed import launched_rank, shutdown_distributed
 from .trainer import TrainingDiverged
 
 USAGE = """usage: train [--print-config] [--debug] [group=option ...] [key=value ...]
@@ -67,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print_only, debug = "--print-config" in args, "--debug" in args
     args = [a for a in args if a not in ("--print-config", "--debug")]
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    main_rank = launched_rank() == 0  # under torchrun the others say only what goes wrong
+    logging.basicConfig(level=logging.INFO if main_rank else logging.WARNING, format="%(message)s")
     if threading.current_thread() is threading.main_thread():
         remember_interrupts()
     try:
@@ -89,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return INTERRUPTED_EXIT_CODE
     finally:
         shutdown_distributed()
-    print(json.dumps({k: v for k, v in summary.items() if k != "losses"}, default=str))
+    if main_rank:
+        print(json.dumps({k: v for k, v in summary.items() if k != "losses"}, default=str))
     return 0
 
 

@@ -28,6 +28,11 @@ class DistEnv:
         return self.world_size > 1
 
 
+def launched_rank() -> int:
+    """This process's rank as ``torchrun`` launched it (0 without it), known before the process group exists."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def init_distributed(device: torch.device) -> DistEnv:
     """Join the process group that ``torchrun`` describes in the environment (or return a world of one)."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
