@@ -216,6 +216,20 @@ def test_entailment_finetunes_on_snli_jsonl(gpt_run, sample_vocab, tmp_path, cap
         assert f"{len(SNLI)} of {len(SNLI)} {split} examples had a text cut to fit data.max_length=32" in caplog.text
 
 
+def test_labels_that_leave_class_0_empty_are_warned_about(gpt_run, sample_vocab, tmp_path, capsys, caplog):
+    """Labels 1 and 2 built a 3-class classifier without a word."""
+    path = tsv(tmp_path / "reviews.tsv", "text\tlabel", ["good food\t1", "bad food\t2", "great place\t1",
+                                                         "awful service\t2"])
+    spec = finetune("gpt1_classification", path, path, [], sample_vocab, gpt_run, tmp_path / "run", capsys)
+    assert spec["num_classes"] == 3
+    assert ("data.train has no example of class 0 of 0..2: integer labels are class indices from 0 (for other "
+            "values, list them in order in data.labels, e.g. data.labels=[1,2])") in caplog.text
+    caplog.clear()
+    spec = finetune("gpt1_classification", path, path, ["data.labels=[1,2]"], sample_vocab, gpt_run,
+                    tmp_path / "labels", capsys)
+    assert spec["num_classes"] == 2 and "has no example of class" not in caplog.text
+
+
 def test_similarity_finetunes_on_mrpc_tsv(gpt_run, sample_vocab, tmp_path, capsys):
     path = tsv(tmp_path / "mrpc.tsv", MRPC_HEADER, MRPC)
     spec = finetune("gpt1_similarity", path, path, MRPC_OVERRIDES, sample_vocab, gpt_run, tmp_path / "run", capsys)

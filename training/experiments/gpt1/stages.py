@@ -29,7 +29,7 @@ from ...stages.run import fit_summary, row_set_trainer, start_run
 from .classification_loss import ClassificationLoss
 from .classifier import GPTClassifier
 from .input_transforms import FinetuneDataError, SpecialTokens
-from .task_files import TaskExample, class_count, read_task_file, task_rows
+from .task_files import TaskExample, class_count, missing_classes, read_task_file, task_rows
 from .yelp import balanced_sample, read_yelp
 
 log = logging.getLogger(__name__)
@@ -98,8 +98,13 @@ def run_task_finetune(cfg: TrainConfig) -> dict[str, Any]:
         except FinetuneDataError as error:
             raise TrainConfigError(f"data.{key}: {error}") from None
     train, validation = splits["train"], splits["validation"]
-    return _finetune(cfg, data.task, train, validation,
-                     class_count(data.task, train + (validation or []), data.labels))
+    num_classes = class_count(data.task, train + (validation or []), data.labels)
+    missing = missing_classes(data.task, train, num_classes)
+    if missing:
+        log.warning("data.train has no example of class %s of 0..%d: integer labels are class indices from 0 (for "
+                    "other values, list them in order in data.labels, e.g. data.labels=[1,2])",
+                    ", ".join(map(str, missing)), num_classes - 1)
+    return _finetune(cfg, data.task, train, validation, num_classes)
 
 
 def _finetune(cfg: TrainConfig, task: str, train: list[TaskExample], validation: list[TaskExample] | None,

@@ -122,6 +122,13 @@ def class_count(task: str, examples: Sequence[TaskExample], labels: Sequence[str
     return len(labels) if labels else max(2, 1 + max(example.label for example in examples))
 
 
+def missing_classes(task: str, examples: Sequence[TaskExample], num_classes: int) -> list[int]:
+    """The classes ``0..num_classes-1`` no example has (none for multiple choice, whose labels index answers)."""
+    if task == "multiple_choice":
+        return []
+    return sorted(set(range(num_classes)) - {example.label for example in examples})
+
+
 def task_rows(task: str, examples: Sequence[TaskExample], vocab, special: SpecialTokens,
               max_length: int) -> FinetuneRows:
     """The examples tokenized with ``vocab``, transformed as ``task`` and framed by ``special``, as fixed rows that
