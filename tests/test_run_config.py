@@ -54,6 +54,15 @@ def test_what_the_command_line_sets_wins(run, tmp_path):
                                                                                                 512, "t5")
 
 
+def test_a_key_of_the_runs_data_that_the_default_data_lacks_can_be_set(tmp_path, capsys):
+    """`data.test=` for an AdaVAE run on PTB was refused: composed with c4_tokens, which has no test file."""
+    run = fake_run(tmp_path / "run", "model=adavae", "data=ptb")
+    cfg = load_config(["stage=evaluate", f"init_from={run}", "data.test=/elsewhere/test.txt", "evaluate.iw_samples=3"])
+    assert (cfg.data.kind, cfg.data.test, cfg.data.max_words) == ("sentences", "/elsewhere/test.txt", 64)
+    assert main(["stage=evaluate", f"init_from={run}", "data.tset=/x.txt"]) == 2
+    assert "data.tset" in one_line_error(capsys)
+
+
 def test_a_preset_does_not_override_the_run(run):
     cfg = load_config(["experiment=shakespeare_char", "stage=generate", f"init_from={run}"])
     assert cfg.data.kind == "tokens" and cfg.model.size == "gpt_tiny" and cfg.output_dir == str(run / "generate")

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from c4prep.cli import main
 from c4prep.manifest import build_manifest, manifest_fingerprint, read_listed_shard, read_manifest, write_manifest
 from c4prep.shards import shard_name, write_shard
+from c4prep.tokenization.train_vocab import VocabConfig, train_vocabulary
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -34,6 +35,18 @@ def fingerprinted(folder: Path) -> str:
     return f"{folder} (fingerprint {manifest_fingerprint(read_manifest(str(folder)))[:12]})"
 
 
+def hashed(model: Path) -> str:
+    return f"{model} (SHA-256 {hashlib.sha256(model.read_bytes()).hexdigest()[:12]})"
+
+
+@pytest.fixture(scope="module")
+def other_vocab(sample_documents, tmp_path_factory) -> Path:
+    """An 800-piece vocabulary of the sample documents."""
+    output = tmp_path_factory.mktemp("other-vocab")
+    train_vocabulary(VocabConfig(inputs=[str(sample_documents)], output=str(output), vocab_size=800))
+    return output
+
+
 @pytest.fixture(scope="module")
 def one_shard_documents(sample_documents, tmp_path_factory) -> Path:
     """The sample's train documents in one shard: the same text as `sample_documents`, another fingerprint."""
@@ -49,24 +62,17 @@ def one_shard_documents(sample_documents, tmp_path_factory) -> Path:
 @pytest.mark.parametrize("change", ["--format", "--extra-ids", "--input", "--vocab"])
 def test_tokenize_refuses_to_replace_token_shards_made_with_other_settings(change, sample_documents, sample_vocab,
                                                                           sample_tokens, one_shard_documents,
-                                                                          tmp_path):
+                                                                          other_vocab, tmp_path):
     """A training run reads the token shards: other shards in their place broke it (`--format parquet` deleted the
     Arrow shards it was using)."""
     output = shutil.copytree(sample_tokens, tmp_path / "tokens")
     before = snapshot(output)
-    other_vocab = tmp_path / "other-vocab"
-    if change == "--vocab":
-        assert CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(other_vocab),
-                                         "--vocab-size", "800"]).exit_code == 0
     args = {"--input": str(sample_documents), "--vocab": str(sample_vocab), "--output": str(output)}
     old, new = {
         "--format": ("--format arrow", "--format parquet"),
         "--extra-ids": ("--extra-ids 100", "--extra-ids 50"),
         "--input": (f"--input {fingerprinted(sample_documents)}", f"--input {fingerprinted(one_shard_documents)}"),
-        "--vocab": (f"--vocab {sample_vocab / 'spm.model'} (SHA-256 "
-                    f"{hashlib.sha256((sample_vocab / 'spm.model').read_bytes()).hexdigest()[:12]})",
-                    f"--vocab {other_vocab / 'spm.model'} (SHA-256 "
-                    f"{hashlib.sha256((other_vocab / 'spm.model').read_bytes()).hexdigest()[:12]})"),
+        "--vocab": (f"--vocab {hashed(sample_vocab / 'spm.model')}", f"--vocab {hashed(other_vocab / 'spm.model')}"),
     }[change]
     args[change] = new.split(" ")[1]
     result = CliRunner().invoke(main, ["tokenize", *[part for pair in args.items() for part in pair]])

@@ -80,9 +80,9 @@ def test_manifest_links_source_and_vocabulary(sample_documents, tokens, sample_v
 
 def test_multi_processing_cli_gives_identical_shards(sample_documents, sample_vocab, tokens, tmp_path):
     output = tmp_path / "mp"
-    result = CliRunner().invoke(main, ["tokenize", "--input", str(sample_documents), "--vocab", str(sample_vocab / "spm.model"),
-                                       "--output", str(output), "--direct_running_mode=multi_processing",
-                                       "--direct_num_workers=2"])
+    result = CliRunner().invoke(main, ["tokenize", "--input", str(sample_documents), "--vocab",
+                                       str(sample_vocab / "spm.model"), "--output", str(output),
+                                       "--direct_running_mode=multi_processing", "--direct_num_workers=2"])
     assert result.exit_code == 0, result.output
     assert "tokens/s" in result.output
     assert digests(output) == digests(tokens)

@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .config_errors import TrainConfigError, require_choice
 from .config_groups import DEFAULT_OBJECTIVE_SCHEMA, GROUP_SCHEMAS, RESUME_MODES, TrainConfig, model_settings
-from .config_runs import RUN_STAGES, with_run_model, with_run_settings
+from .config_runs import RUN_STAGES, run_section_keys, with_run_model, with_run_settings
 
 STAGES = ("pretrain", "finetune", "evaluate", "generate", "classify")
 TYPE_NAMES = {"Integer": "int", "Float": "float", "Boolean": "bool", "String": "str"}  # OmegaConf's names
@@ -109,13 +109,14 @@ OmegaConf.register_new_resolver("max_steps_fraction", _max_steps_fraction, repla
 def load_config(overrides: Sequence[str] = ()) -> TrainConfig:
     """Compose ``train.yaml`` with Hydra-style ``key=value`` / ``group=option`` overrides, then type and validate.
     A stage that uses a trained run (``config_runs.RUN_STAGES``) starts from ``init_from``'s run settings."""
+    held = run_section_keys(overrides)
     try:
-        cfg = _compose(overrides)
+        cfg = _compose([override for override in overrides if override not in held])
         OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as error:
         raise TrainConfigError(f"bad override: {_one_line(error, overrides)}") from None
     if cfg.init_from:
-        cfg = with_run_settings(cfg, overrides) if cfg.stage in RUN_STAGES else with_run_model(cfg, overrides)
+        cfg = with_run_settings(cfg, overrides, held) if cfg.stage in RUN_STAGES else with_run_model(cfg, overrides)
     return typed_config(cfg)
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
@@ -38,7 +40,28 @@ def trained_run_folder(init_from: str) -> Path:
 
 def _given(overrides: Sequence[str]) -> set[str]:
     """The keys and groups that ``overrides`` set."""
-    return {override.key_or_group for override in OverridesParser.create().parse_overrides(list(overrides))}
+    return {override.key_or_group for override in _parsed(overrides)}
+
+
+def _parsed(overrides: Sequence[str]) -> list[Override]:
+    try:
+        return OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException:  # composing them says what is wrong
+        return []
+
+
+def run_section_keys(overrides: Sequence[str]) -> dict[str, tuple[str, Any]]:
+    """The overrides of keys inside the run's sections (``data.test=FILE``) for a stage that uses a trained run,
+    as ``{override: (key, value)}``: composed with the default groups they may name keys those lack (``data.test``
+    is not a ``c4_tokens`` setting), so they are set on the run's sections instead (:func:`with_run_settings`).
+    Empty for other stages, and for a section whose group the overrides choose (``data=ptb``)."""
+    parsed = _parsed(overrides)
+    settings = {override.key_or_group: override.value() for override in parsed}
+    if settings.get("stage") not in RUN_STAGES or not settings.get("init_from"):
+        return {}
+    return {override.input_line: (override.key_or_group, override.value()) for override in parsed
+            if not override.is_delete() and override.key_or_group.partition(".")[0] in RUN_SETTINGS
+            and "." in override.key_or_group and override.key_or_group.partition(".")[0] not in settings}
 
 
 def recorded_settings(folder: Path) -> dict[str, Any]:
@@ -72,13 +95,19 @@ def _with_saved(cfg: DictConfig, run: dict[str, Any], names: Sequence[str], give
     return cfg
 
 
-def with_run_settings(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
-    """``cfg`` (composed from ``overrides``) with the trained run's settings where ``overrides`` set none, and
-    ``output_dir`` in the run folder unless they set it."""
+def with_run_settings(cfg: DictConfig, overrides: Sequence[str],
+                      held: dict[str, tuple[str, Any]] | None = None) -> DictConfig:
+    """``cfg`` (composed from ``overrides`` but ``held``, :func:`run_section_keys`) with the trained run's settings
+    where ``overrides`` set none, the ``held`` keys set on them, and ``output_dir`` in the run folder unless they
+    set it."""
     folder, given = trained_run_folder(cfg.init_from), _given(overrides)
     if "output_dir" not in given:
         cfg.output_dir = str(folder / cfg.stage)
-    return _with_saved(cfg, recorded_settings(folder), RUN_SETTINGS, given)
+    cfg = _with_saved(cfg, recorded_settings(folder), RUN_SETTINGS, given)
+    with open_dict(cfg):
+        for key, value in (held or {}).values():
+            OmegaConf.update(cfg, key, value, merge=False)
+    return cfg
 
 
 def with_run_model(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
