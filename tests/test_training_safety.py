@@ -223,6 +223,17 @@ def test_a_manifest_with_a_zeroed_sha256_is_refused(tokens, tmp_path, capsys):
     assert first["name"] in err and "SHA-256" in err
 
 
+@pytest.mark.parametrize("vocab_size", [1000, 60000])
+def test_a_manifest_with_another_vocabulary_size_is_refused(tokens, tmp_path, capsys, vocab_size):
+    """1000 crashed a data worker; 60000 trained a model of 60,000 ids on 1,100-id shards without a word."""
+    manifest_path = tokens / "manifest.json"
+    doc = json.loads(manifest_path.read_text())
+    doc["extra"]["vocabulary"]["vocab_size"] = vocab_size
+    manifest_path.write_text(json.dumps(doc))
+    assert train(tokens, tmp_path) == 2
+    assert f"was tokenized with a vocabulary of 1100 ids, the manifest says {vocab_size}" in one_line_error(capsys)
+
+
 def test_token_ids_outside_the_vocabulary_are_refused_before_training(tokens, tmp_path, capsys):
     manifest, k, shard = _first_train_shard(tokens)
     table = read_shard(str(shard))

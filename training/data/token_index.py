@@ -81,9 +81,10 @@ class SampleIndex:
         return np.arange(self.sample_offsets[sample], self.sample_offsets[sample + 1], dtype=np.int64)
 
 
-def _split_shards(token_dir: str, split: str, manifest: Manifest | None) -> tuple[list[ShardEntry], list[str]]:
-    """The split's entries of ``manifest`` (read from ``token_dir`` when not given; manifest order) and local shard
-    paths; :class:`TokenDataError` otherwise."""
+def _split_shards(token_dir: str, split: str,
+                  manifest: Manifest | None) -> tuple[list[ShardEntry], list[str], int | None]:
+    """The split's entries of ``manifest`` (read from ``token_dir`` when not given; manifest order), local shard
+    paths and the vocabulary size the manifest records (None if none); :class:`TokenDataError` otherwise."""
     fs, path = resolve_uri(token_dir)
     if not isinstance(fs, pafs.LocalFileSystem):
         raise TokenDataError(f"token folder {token_dir} is not local: copy it to local disk, the loader "
@@ -105,13 +106,16 @@ def _split_shards(token_dir: str, split: str, manifest: Manifest | None) -> tupl
     entries = [shard for shard in manifest.shards if shard.split == split]
     if sum(shard.num_rows for shard in entries) == 0:
         raise TokenDataError(f"split {split!r} of {token_dir} has no documents: tokenize a non-empty corpus")
-    return entries, [manifest.shard_uri(path, shard) for shard in entries]
+    vocab_size = (manifest.extra.get("vocabulary") or {}).get("vocab_size")
+    return entries, [manifest.shard_uri(path, shard) for shard in entries], vocab_size
 
 
-def _document_lengths(path: str, entry: ShardEntry, drop_id: int | None) -> tuple[np.ndarray, np.ndarray]:
+def _document_lengths(path: str, entry: ShardEntry, drop_id: int | None,
+                      manifest_vocab_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Token counts (int64) of a shard's documents, from its ``length`` column, and how many final ids each drops (1
-    where ``drop_id`` ends it), once the shard is checked: its bytes against the manifest's size and SHA-256, its
-    ids against the vocabulary size its schema records (if any), and that ``drop_id`` ends documents only."""
+    where ``drop_id`` ends it), once the shard is checked: its bytes against the manifest's size and SHA-256, the
+    vocabulary size its schema records (if any) against the manifest's and its ids against it, and that
+    ``drop_id`` ends documents only."""
     if not os.path.isfile(path):
         raise TokenDataError(f"shard {path} listed in the manifest is missing: re-run `c4prep tokenize`")
     try:
@@ -121,6 +125,10 @@ def _document_lengths(path: str, entry: ShardEntry, drop_id: int | None) -> tupl
     except pa.ArrowInvalid as error:
         raise TokenDataError(f"shard {path} is not an Arrow file ({error}): re-run `c4prep tokenize`") from None
     vocab_size = int((shard.schema.metadata or {}).get(b"vocab_size", 0))
+    if vocab_size and manifest_vocab_size is not None and vocab_size != manifest_vocab_size:
+        raise TokenDataError(f"shard {path} was tokenized with a vocabulary of {vocab_size} ids, the manifest says "
+                             f"{manifest_vocab_size}: the manifest was edited or lists another tokenize's shards; "
+                             "re-run `c4prep tokenize`")
     parts, drops = [], []
     for b, batch in enumerate(shard.batches):
         ids = batch.column("ids")
@@ -213,12 +221,12 @@ def build_sample_index(token_dir: str, split: str, segment_length: int,
             raise TokenDataError(f"{name} must be >= 1, got {value}")
     if inputs_length < 0:
         raise TokenDataError(f"inputs_length must be >= 0 (0: decoder-only language modelling), got {inputs_length}")
-    entries, paths = _split_shards(token_dir, split, manifest)
+    entries, paths, vocab_size = _split_shards(token_dir, split, manifest)
     table = _length_table(output_lengths, segment_length, inputs_length, targets_length)
     shard_ids, starts, spans, lengths = [], [], [], []
     for k, (entry, path) in enumerate(zip(entries, paths)):
-        start, span, length = _shard_segments(*_document_lengths(path, entry, drop_document_eos), segment_length,
-                                              concat_documents)
+        start, span, length = _shard_segments(*_document_lengths(path, entry, drop_document_eos, vocab_size),
+                                              segment_length, concat_documents)
         shard_ids.append(np.full(len(start), k, np.int32))
         starts.append(start)
         spans.append(span)
