@@ -135,6 +135,14 @@ def test_user_errors_are_one_line(sample_tokens, tmp_path, capsys, overrides, me
         assert not (tmp_path / "run").exists()
 
 
+def test_a_documents_folder_as_token_shards_says_what_to_run(sample_documents, tmp_path, capsys):
+    """It said the folder's manifest 'names no vocabulary'."""
+    assert main([f"data.tokens={sample_documents}", f"output_dir={tmp_path}", *TINY]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"train: error: data.tokens={sample_documents} holds documents, not token shards: tokenize them with "
+        f"`c4prep tokenize --input {sample_documents}` and set data.tokens to its --output")
+
+
 def test_missing_token_folder_says_what_to_run(tmp_path, capsys):
     assert main([f"data.tokens={tmp_path / 'nowhere'}", f"output_dir={tmp_path}", *TINY]) == 2
     err = capsys.readouterr().err

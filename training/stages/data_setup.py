@@ -126,6 +126,9 @@ def token_manifest(tokens_dir: str, setting: str = "data.tokens") -> Manifest:
         manifest = read_manifest(tokens_dir)
     except ManifestError as error:
         raise TokenDataError(f"{error}; run `c4prep tokenize` first or set {setting}=<token folder>") from None
+    if "ids" not in manifest.schema().names:
+        raise TokenDataError(f"{setting}={tokens_dir} holds documents, not token shards: tokenize them with "
+                             f"`c4prep tokenize --input {tokens_dir}` and set {setting} to its --output")
     if manifest.shard_format != "arrow":
         raise TokenDataError(f"{tokens_dir} holds {manifest.shard_format} token shards, but train reads Arrow token "
                              "shards: re-run tokenize with --format arrow")
