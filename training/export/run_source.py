@@ -114,14 +114,15 @@ def run_vocabulary(run: TrainedRun, vocab: str | None = None) -> tuple[Any, dict
 
 def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVocabulary, dict[str, Any]]:
     """The SentencePiece vocabulary of token shards (their manifest's, checked by SHA-256) or of ``data.vocab``."""
-    tokens, lineage, extra_ids, expected = run.data.get("tokens"), {}, 100, None
+    tokens, lineage, extra_ids, expected, recorded = run.data.get("tokens"), {}, 100, None, None
     if run.data.get("kind") == "tokens" and tokens:
         try:
             manifest = read_manifest(tokens)
         except ManifestError as error:
             raise ExportError(f"data.tokens={tokens}: {error}") from None
         named = manifest.extra.get("vocabulary", {})
-        vocab, extra_ids, expected = vocab or named.get("model"), named.get("extra_ids", 100), named.get("model_sha256")
+        recorded = named.get("model")
+        vocab, extra_ids, expected = vocab or recorded, named.get("extra_ids", 100), named.get("model_sha256")
         lineage["tokens"] = {"uri": tokens, "fingerprint": manifest_fingerprint(manifest),
                              "source": manifest.extra.get("source")}
     vocab = vocab or run.data.get("vocab")
@@ -134,8 +135,9 @@ def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVoc
         raise ExportError(f"vocabulary {vocab}: {error} (pass --vocab=<vocabulary folder or .model file>)") from None
     sha256 = found.model_sha256
     if expected and sha256 != expected:
-        raise ExportError(f"{uri} is not the vocabulary the token shards {tokens} were made with (SHA-256 differs): "
-                          "pass that one with --vocab")
+        raise ExportError(f"{uri} is not the vocabulary the token shards {tokens} were made with: they name "
+                          f"{recorded} of SHA-256 {expected[:12]}..., this one's is {sha256[:12]}...; pass that "
+                          "one (or a copy) with --vocab")
     lineage["vocabulary"] = {"uri": uri, "sha256": sha256, "sources": (card or {}).get("sources", [])}
     return found, lineage
 
