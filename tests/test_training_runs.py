@@ -135,6 +135,22 @@ def test_user_errors_are_one_line(sample_tokens, tmp_path, capsys, overrides, me
         assert not (tmp_path / "run").exists()
 
 
+def test_a_run_given_relative_paths_is_used_from_any_working_folder(sample_tokens, tmp_path, monkeypatch, capsys):
+    """config.yaml recorded data.tokens as typed, so evaluate/generate/export from another folder found no tokens."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    relative = os.path.relpath(sample_tokens, tmp_path / "a")
+    assert main([f"data.tokens={relative}", "output_dir=run", *TINY, "trainer.max_steps=1",
+                 "data.validation_split=null"]) == 0
+    assert f"tokens: {sample_tokens}\n" in (tmp_path / "a" / "run" / "config.yaml").read_text()
+    monkeypatch.chdir(tmp_path / "b")
+    capsys.readouterr()
+    assert main(["stage=evaluate", f"init_from={tmp_path / 'a' / 'run'}", "data.validation_split=train",
+                 "trainer.eval_batches=1", "trainer.progress=false"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["validation"]["loss"] > 0
+
+
 def test_a_documents_folder_as_token_shards_says_what_to_run(sample_documents, tmp_path, capsys):
     """It said the folder's manifest 'names no vocabulary'."""
     assert main([f"data.tokens={sample_documents}", f"output_dir={tmp_path}", *TINY]) == 2

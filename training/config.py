@@ -22,8 +22,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .config_errors import TrainConfigError, require_choice
 from .config_groups import DEFAULT_OBJECTIVE_SCHEMA, GROUP_SCHEMAS, RESUME_MODES, TrainConfig, model_settings
-from .config_runs import RUN_STAGES, run_section_keys, with_run_model, with_run_settings
+from .config_runs import RUN_STAGES, absolute_path, run_section_keys, with_run_model, with_run_settings
 
+DATA_PATHS = ("tokens", "vocab", "train", "validation", "test", "corpus", "text", "evaluate", "predictions", "folder",
+              "unsupervised_tokens")  # data settings that name a file or folder (TokensData's splits are names)
 STAGES = ("pretrain", "finetune", "evaluate", "generate", "classify")
 TYPE_NAMES = {"Integer": "int", "Float": "float", "Boolean": "bool", "String": "str"}  # OmegaConf's names
 
@@ -117,7 +119,20 @@ def load_config(overrides: Sequence[str] = ()) -> TrainConfig:
         raise TrainConfigError(f"bad override: {_one_line(error, overrides)}") from None
     if cfg.init_from:
         cfg = with_run_settings(cfg, overrides, held) if cfg.stage in RUN_STAGES else with_run_model(cfg, overrides)
-    return typed_config(cfg)
+    return with_absolute_paths(typed_config(cfg))
+
+
+def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
+    """``cfg`` with the local files and folders it reads (``init_from``, the data's) as absolute paths, so that
+    the run folder's ``config.yaml`` names them for the stages and exports that read it from any working folder."""
+    cfg.init_from = absolute_path(cfg.init_from)
+    data = cfg.data
+    for name in DATA_PATHS:
+        if hasattr(data, name):
+            setattr(data, name, absolute_path(getattr(data, name)))
+    for files in getattr(data, "tasks", {}).values():
+        files.train, files.validation = absolute_path(files.train), absolute_path(files.validation)
+    return cfg
 
 
 def typed_config(cfg: DictConfig) -> TrainConfig:

@@ -11,6 +11,7 @@ checkpoint fixes the architecture, and the model settings that contradict it are
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ RUN_STAGES = ("evaluate", "generate", "classify")
 RUN_SETTINGS = ("model", "objective", "data", "z_loss")
 RUN_CONFIG = "config.yaml"
 REGULARISATION_FIELDS = ("dropout", "dropout_rate")  # GPT, T5: training choices, not architecture
+
+
+def absolute_path(path: str | None) -> str | None:
+    """A local ``path`` made absolute (against the working folder); None, empty and URLs (``gs://``) as they are."""
+    return os.path.abspath(path) if path and "://" not in path else path
 
 
 def trained_run_folder(init_from: str) -> Path:
