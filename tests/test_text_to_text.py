@@ -112,6 +112,21 @@ def test_malformed_jsonl_rows_are_counted_and_skipped(birth_rows, tmp_path, capl
     assert "must be strings" in messages[3] and "missing key(s) 'input', 'target'" in messages[4]
 
 
+def test_rows_with_an_empty_side_are_malformed(birth_rows, tmp_path, caplog):
+    """An empty target trained the model to answer EOS, without a word."""
+    q, a = birth_rows[0]
+    path = tmp_path / "blanks.tsv"
+    path.write_text(f"{q}\t{a}\n{q}\t\n\t{a}\n \t x\n")
+    with caplog.at_level(logging.WARNING, logger=LOGGER_NAME):
+        read = load_text_pairs(str(path))
+    assert read.pairs == (TextPair(q, a),) and read.malformed_lines == (2, 3, 4)
+    messages = [record.getMessage() for record in caplog.records]
+    assert [m.rsplit(": ", 1)[1] for m in messages] == ["empty target", "empty input", "empty input"]
+    jsonl = tmp_path / "blanks.jsonl"
+    jsonl.write_text(json.dumps({"input": q, "target": a}) + "\n" + json.dumps({"input": q, "target": " "}) + "\n")
+    assert load_text_pairs(str(jsonl)).malformed_lines == (2,)
+
+
 def test_many_malformed_rows_are_summed_up(tmp_path, caplog):
     path = tmp_path / "mostly_bad.tsv"
     path.write_text("bad\n" * 30 + "question\tanswer\n")

@@ -127,11 +127,19 @@ def _parse_line(line: str | bytes, kind: str, first: bool) -> tuple[str, str] | 
             raise MalformedLine(f"expected 2 tab-separated fields (input, target), got {len(fields)}")
         if first and tuple(fields) == TSV_HEADER:
             return None
-        return fields[0], fields[1]
+        return _non_empty(fields[0], fields[1])
     record = json_object(line)
     missing = [key for key in TSV_HEADER if key not in record]
     if missing:
         raise MalformedLine(f"missing key(s) {', '.join(map(repr, missing))}")
     if not all(isinstance(record[key], str) for key in TSV_HEADER):
         raise MalformedLine('"input" and "target" must be strings')
-    return record["input"], record["target"]
+    return _non_empty(record["input"], record["target"])
+
+
+def _non_empty(inputs: str, target: str) -> tuple[str, str]:
+    """The pair; :class:`MalformedLine` when either side is blank (a lost field, not an example)."""
+    blank = [name for name, text in zip(TSV_HEADER, (inputs, target)) if not text.strip()]
+    if blank:
+        raise MalformedLine(f"empty {' and '.join(blank)}")
+    return inputs, target
