@@ -50,6 +50,7 @@ def _given(overrides: Sequence[str]) -> set[str]:
 
 
 def _parsed(overrides: Sequence[str]) -> list[Override]:
+    """``overrides`` as Hydra parses them; none where they do not parse (composing them then says why)."""
     try:
         return OverridesParser.create().parse_overrides(list(overrides))
     except HydraException:  # composing them says what is wrong
