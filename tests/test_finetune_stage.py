@@ -97,6 +97,10 @@ def test_adapters_train_only_adapters_and_layer_norms(pretrained, sample_vocab, 
     moved = changed(base, {k: v for k, v in state["model"].items() if k in base})
     assert moved and all("norm" in name for name in moved)
     assert any("adapter" in name for name in state["model"])
+    output = tmp_path / "adapters" / "generate"  # the run is usable: its adapters come from the checkpoint
+    assert main(["stage=generate", f"init_from={tmp_path / 'adapters'}", 'generate.prompts=["qa: Where was"]',
+                 "generate.max_tokens=3", "trainer.device=cpu", "trainer.progress=false"]) == 0
+    assert output.joinpath("generations.jsonl").is_file()
 
 
 def test_gradual_unfreezing_starts_with_the_top_group(pretrained, sample_vocab, birth_places, tmp_path):

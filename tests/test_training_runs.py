@@ -123,6 +123,8 @@ def test_evaluate_stage_scores_a_checkpoint(sample_tokens, reference_run, tmp_pa
     (["stage=evaluate"], "stage=evaluate needs init_from="),
     (["objective=lm", "objective.inputs_length=0", "objective.targets_length=65"],
      "objective=lm gives no inputs (objective.inputs_length=0), which an encoder-decoder needs"),  # a traceback before
+    (["+objective.params.vocab_size=50"], "objective.params.vocab_size comes from the token shards' vocabulary"),
+    (["+objective.params.eos_id=5"], "objective.params.eos_id comes from the token shards' vocabulary"),  # trained
     (["finetune.adapter_dim=-1"], "finetune.adapter_dim must be >= 0, got -1"),  # a traceback from torch before
     (["finetune.unfreeze_every=-5"], "finetune.unfreeze_every must be >= 0, got -5"),  # accepted before
 ])
@@ -185,4 +187,4 @@ def test_span_corruption_numbers_spans_with_the_token_shards_sentinels(tokens_wi
     assert train(tokens_with_50_sentinels, tmp_path / "other", "+objective.params.max_sentinels=100") == 2
     assert capsys.readouterr().err.strip() == (
         f"train: error: objective.params.max_sentinels=100, but {tokens_with_50_sentinels} was tokenized with "
-        "--extra-ids 50: leave max_sentinels unset (it follows the token shards)")
+        "--extra-ids 50: leave max_sentinels unset (it follows the token shards), or re-tokenize with --extra-ids 100")

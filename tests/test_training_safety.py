@@ -280,8 +280,8 @@ def test_resume_settings_allow_what_only_runs_the_training_differently():
 
 @pytest.mark.parametrize("change, message", [
     (["optimizer.lr=0.5"], "optimizer.lr is 1.0 there and 0.5 now;"),
-    (["optimizer=adamw"], "optimizer.name is 'adafactor' there and 'adamw' now (and 1 more);"),
-    (["+model.d_model=64"], "model.d_model is None there and 64 now;"),
+    (["optimizer=adamw"], "optimizer.name is 'adafactor' there and 'adamw' now (and optimizer."),  # names the rest
+    (["+model.d_model=64"], "model.d_model is null there and 64 now;"),
     (["model=gpt_tiny", "objective=prefix_lm", "objective.inputs_length=32", "objective.targets_length=33"],
      "model.name is 't5' there and 'gpt' now"),
 ])

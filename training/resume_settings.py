@@ -56,6 +56,6 @@ def resume_conflicts(recorded: Mapping[str, Any], current: Mapping[str, Any]) ->
 
 
 def _comparable(key: str, value: Any) -> Any:
-    """``value`` as a resume compares it: a path setting as an absolute path (runs recorded before paths were made
-    absolute name them relative to the working folder)."""
-    return os.path.abspath(value) if key in PATHS and isinstance(value, str) and "://" not in value else value
+    """``value`` as a resume compares it: a path setting as the absolute path it resolves to, links followed (runs
+    recorded before paths were made absolute name them relative to the working folder)."""
+    return os.path.realpath(value) if key in PATHS and isinstance(value, str) and "://" not in value else value

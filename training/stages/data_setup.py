@@ -44,6 +44,7 @@ from ..trainer import BatchLoss
 log = logging.getLogger(__name__)
 CHAR_TEXT_KEYS = {"char_text": "text", "char_corruption": "corpus", "birth_places": "corpus"}  # data.kind -> the
 # data key of the text whose characters are the vocabulary
+VOCABULARY_PARAMETERS = frozenset({"vocab_size", "eos_id"})  # objective parameters the token shards decide
 T5_EXTRA_IDS = 100  # the sentinel ids of token shards whose manifest predates recording --extra-ids
 OWN_VOCABULARY_KINDS = frozenset({*CHAR_TEXT_KEYS, "sentences"})  # ids of the data's characters or words
 
@@ -163,7 +164,8 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
         objective = make_objective(objective_cfg.name, vocab_size=vocab_size, **params)
         segment_length = objective.segment_length(inputs_length, targets_length)
     except ValueError as error:
-        sentinels = f" ({data.tokens} has {params['max_sentinels']} sentinel ids)" if "max_sentinels" in params else ""
+        sentinels = (f" ({data.tokens} has {params['max_sentinels']} sentinel ids: more need a re-tokenize with a "
+                     "larger --extra-ids)" if "max_sentinels" in params else "")
         raise TrainConfigError(f"bad objective settings{sentinels}: {error}") from None
     document_eos = data.document_eos or ("drop" if objective.composition.append_eos else "keep")
     log.info("%s: each document's EOS is %s", data.tokens, "dropped" if document_eos == "drop" else "kept")
@@ -176,7 +178,7 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
     split = data.validation_split
     has_validation = bool(split) and manifest.splits.get(split) is not None and manifest.splits[split].num_rows > 0
     if split and not has_validation:
-        log.warning("no validation: split %r of %s has no documents", split, data.tokens)
+        log.info("no validation: split %r of %s has no documents", split, data.tokens)
     validation = index(split) if has_validation else None
     if decoder_only:
         row_builder: RowBuilder = DecoderRowBuilder(objective, inputs_length, targets_length, seed=seed)
@@ -194,6 +196,10 @@ def _with_sentinels(objective_cfg: TokenObjectiveConfig, manifest: Manifest, tok
     --extra-ids``), for an objective that numbers spans with them; a one-line error when the config sets another
     count (the regular ids would include sentinels, or sentinels would be ids the vocabulary lacks)."""
     params = dict(objective_cfg.params)
+    fixed = sorted(set(params) & VOCABULARY_PARAMETERS)
+    if fixed:
+        raise TrainConfigError(f"objective.params.{fixed[0]} comes from the token shards' vocabulary ({tokens_dir}): "
+                               "remove it")
     composition = OBJECTIVES.get(objective_cfg.name)
     if composition is None or "max_sentinels" not in composition.parameters:
         return params
@@ -201,7 +207,8 @@ def _with_sentinels(objective_cfg: TokenObjectiveConfig, manifest: Manifest, tok
     given = params.setdefault("max_sentinels", extra_ids)
     if given != extra_ids:
         raise TrainConfigError(f"objective.params.max_sentinels={given}, but {tokens_dir} was tokenized with "
-                               f"--extra-ids {extra_ids}: leave max_sentinels unset (it follows the token shards)")
+                               f"--extra-ids {extra_ids}: leave max_sentinels unset (it follows the token shards), or "
+                               f"re-tokenize with --extra-ids {given}")
     return params
 
 

@@ -48,6 +48,9 @@ def differing_fields(spec: Mapping[str, Any], other: Mapping[str, Any], ignored:
     return sorted(key for key in spec.keys() | other.keys() if key not in ignored and spec.get(key) != other.get(key))
 
 
+CHECKPOINT_FIELDS = ("vocab_size", "adapter_dim")  # set by the data and finetune.adapter_dim, not model settings
+
+
 def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> None:
     """A one-line error when the ``model:`` section sets the architecture of ``init_from``'s model of the same family
     otherwise (``model=t5_small`` for a t5_tiny run), which the checkpoint's would silently replace; the dropout may
@@ -55,16 +58,22 @@ def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> N
     settings = model_settings(cfg.model)
     if settings.get("name") != checkpoint_spec.get("name"):
         return
-    differing = differing_fields(settings, checkpoint_spec, ignored={*REGULARISATION_FIELDS, "vocab_size"})
+    differing = differing_fields(settings, checkpoint_spec, ignored={*REGULARISATION_FIELDS, *CHECKPOINT_FIELDS})
     if differing:
         key = differing[0]
+        held, given = (_shown(spec.get(key)) for spec in (checkpoint_spec, settings))
         if not (trained_run_folder(cfg.init_from) / RUN_CONFIG).is_file():
-            raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={checkpoint_spec.get(key)!r}, "
-                                   f"the model settings give {settings.get(key)!r}, and its run folder has no "
-                                   f"{RUN_CONFIG} to take the run's from: give the model= it trained with")
-        raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={checkpoint_spec.get(key)!r}, "
-                               f"the model settings give {settings.get(key)!r}: the model comes from init_from, so "
-                               "leave out the model settings (the run's are used) or give the ones it trained with")
+            raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={held}, the model settings "
+                                   f"give {given}, and its run folder has no {RUN_CONFIG} to take the run's from: give "
+                                   "the model= it trained with")
+        raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={held}, the model settings give "
+                               f"{given}: the model comes from init_from, so leave out the model settings (the run's "
+                               "are used) or give the ones it trained with")
+
+
+def _shown(value: Any) -> str:
+    """A model setting as a message quotes it: unset where a spec leaves it to the model's default."""
+    return "unset (the default)" if value is None else repr(value)
 
 
 def initial_model(cfg: TrainConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:

@@ -87,10 +87,15 @@ def check_resumable_settings(run_dir: Path, cfg: TrainConfig, checkpoint: tuple[
     if key == "stage":
         raise TrainConfigError(f"output_dir={run_dir} holds a {old} run (its checkpoints and {RUN_CONFIG}): give "
                                f"the {new} stage another output_dir")
-    more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+    more = f" (and {', '.join(other for other, _, _ in conflicts[1:])})" if len(conflicts) > 1 else ""
     raise TrainConfigError(f"{run_dir} holds a run with other settings, which resuming it would mix with these: "
-                           f"{key} is {old!r} there and {new!r} now{more}; give a new output_dir, resume=never to "
-                           f"start over in it, or its settings ({source})")
+                           f"{key} is {_setting(old)} there and {_setting(new)} now{more}; give a new output_dir, "
+                           f"resume=never to start over in it, or its settings ({source})")
+
+
+def _setting(value: Any) -> str:
+    """A setting's value as the command line writes it (``null``, not ``None``)."""
+    return "null" if value is None else repr(value)
 
 
 def optimization_from_config(cfg: TrainConfig, model: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:

@@ -101,9 +101,10 @@ def run_task_finetune(cfg: TrainConfig) -> dict[str, Any]:
     num_classes = class_count(data.task, train + (validation or []), data.labels)
     missing = missing_classes(data.task, train, num_classes)
     if missing:
+        present = ",".join(map(str, sorted({example.label for example in train})))
         log.warning("data.train has no example of class %s of 0..%d: integer labels are class indices from 0 (for "
-                    "other values, list them in order in data.labels, e.g. data.labels=[1,2])",
-                    ", ".join(map(str, missing)), num_classes - 1)
+                    "other values, list them in order in data.labels, e.g. data.labels=[%s])",
+                    ", ".join(map(str, missing)), num_classes - 1, present)
     return _finetune(cfg, data.task, train, validation, num_classes)
 
 
