@@ -168,6 +168,19 @@ def test_a_binary_character_text_is_one_line(tmp_path, capsys):
                                                "data.text to a text file")
 
 
+def test_a5_evaluate_uses_the_characters_the_run_kept(dev_questions, shared_data, tmp_path, capsys):
+    """It read the run's data.corpus again and failed once that file had moved; generate did not need it."""
+    corpus = tmp_path / "wiki.txt"
+    corpus.write_text((shared_data / "cs224n_a5" / "wiki.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    run = tmp_path / "finetune"
+    assert main(["experiment=cs224n_a5_finetune", f"data.corpus={corpus}", "trainer.max_steps=1",
+                 f"data.evaluate={dev_questions}", f"output_dir={run}", *A5_SMALL]) == 0
+    corpus.unlink()
+    capsys.readouterr()
+    assert main(["stage=evaluate", f"init_from={run}", f"output_dir={tmp_path / 'evaluate'}", *QUIET]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["evaluation"]["questions"] == 24
+
+
 def test_a5_finetune_refuses_a_corpus_with_other_characters_of_the_same_number(dev_questions, shared_data, tmp_path,
                                                                               capsys):
     """Its ids fit the checkpoint but mean other characters: the pre-training run keeps its characters."""

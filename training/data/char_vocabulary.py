@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -83,3 +84,15 @@ class CharVocabulary:
         if not isinstance(data, dict) or data.get("format") != _FORMAT or not isinstance(data.get("chars"), list):
             raise CharVocabError(f"not a character vocabulary (needs \"format\": \"{_FORMAT}\" and a \"chars\" list)")
         return cls(tuple(data["chars"]))
+
+
+def kept_char_vocabulary(run_folder: Path) -> CharVocabulary | None:
+    """The characters a run folder keeps (its ``char_vocabulary.json``); None for a folder without one (a word or
+    SentencePiece run, or one trained before folders kept it); ``CharVocabError`` for a file that does not read."""
+    kept = run_folder / VOCABULARY_FILE
+    if not kept.is_file():
+        return None
+    try:
+        return CharVocabulary.from_json(kept.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, CharVocabError) as error:
+        raise CharVocabError(f"{kept} is not the character vocabulary train wrote ({error}); restore it") from None

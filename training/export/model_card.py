@@ -49,6 +49,9 @@ def lineage_lines(lineage: dict[str, Any]) -> list[str]:
     text = lineage.get("text")
     if text:
         lines.append(f"- Characters of `{text['path']}`, SHA-256 `{text['sha256']}`")
+    characters = lineage.get("characters")
+    if characters:
+        lines.append(f"- Characters as the run kept them, `{characters['path']}`, SHA-256 `{characters['sha256']}`")
     backbone = lineage.get("backbone")
     if backbone:
         lines.append(f"- Backbone `{backbone['source']}`, frozen weights SHA-256 `{backbone['frozen_sha256']}`")

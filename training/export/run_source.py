@@ -20,10 +20,15 @@ from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 from ..checkpoint import load_checkpoint, resolve_checkpoint
 from ..config_groups import MODEL_SCHEMAS
 from ..config_runs import REGULARISATION_FIELDS, RUN_CONFIG, recorded_settings, trained_run_folder
-from ..data.char_vocabulary import CharVocabulary
+from ..data.char_vocabulary import (
+    VOCABULARY_FILE as CHAR_VOCABULARY_FILE,
+    CharVocabError,
+    CharVocabulary,
+    kept_char_vocabulary,
+)
 from ..data.sentence_files import VOCABULARY_FILE, SentenceDataError, WordVocabulary
 from ..metrics_log import JSONL_NAME, read_metrics
-from ..stages.data_setup import CHAR_TEXT_KEYS
+from ..stages.data_setup import CHAR_TEXT_KEYS, OWN_VOCABULARY_KINDS
 from ..stages.model_setup import differing_fields
 
 
@@ -87,6 +92,9 @@ def run_vocabulary(run: TrainedRun, vocab: str | None = None) -> tuple[Any, dict
     """The run's vocabulary (SentencePiece, word or character) and its lineage for the model card; an
     :class:`ExportError` when it cannot be found or does not have the model's ids."""
     kind = run.data.get("kind")
+    if vocab is not None and kind in OWN_VOCABULARY_KINDS:
+        raise ExportError(f"{run.checkpoint} was trained on data.kind={kind}, whose ids are its own characters or "
+                          "words, not SentencePiece pieces: export it without --vocab")
     if vocab is not None or kind in ("tokens", "text_to_text"):
         found, lineage = _sentencepiece(run, vocab)
     elif kind == "sentences":
@@ -94,6 +102,9 @@ def run_vocabulary(run: TrainedRun, vocab: str | None = None) -> tuple[Any, dict
             found, lineage = WordVocabulary.load(run.folder / VOCABULARY_FILE), {}
         except SentenceDataError as error:
             raise ExportError(str(error)) from None
+    elif kind in CHAR_TEXT_KEYS and (kept := _kept_characters(run)) is not None:
+        kept_file = run.folder / CHAR_VOCABULARY_FILE
+        found, lineage = kept, {"characters": {"path": str(kept_file), "sha256": _sha256(kept_file.read_bytes())}}
     elif kind in CHAR_TEXT_KEYS:
         path = run.data[CHAR_TEXT_KEYS[kind]]
         try:
@@ -110,6 +121,13 @@ def run_vocabulary(run: TrainedRun, vocab: str | None = None) -> tuple[Any, dict
         raise ExportError(f"the vocabulary has {found.vocab_size} ids but the model {run.spec.get('vocab_size')}: "
                           "it is not the run's vocabulary (pass the right one with --vocab)")
     return found, lineage
+
+
+def _kept_characters(run: TrainedRun) -> CharVocabulary | None:
+    try:
+        return kept_char_vocabulary(run.folder)
+    except CharVocabError as error:
+        raise ExportError(str(error)) from None
 
 
 def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVocabulary, dict[str, Any]]:

@@ -24,7 +24,7 @@ from ..checkpoint import CheckpointError, load_checkpoint
 from ..config_errors import TrainConfigError
 from ..config_groups import GenerateConfig, TrainConfig
 from ..config_runs import trained_run_folder
-from ..data.char_vocabulary import VOCABULARY_FILE as CHAR_VOCABULARY_FILE, CharVocabError, CharVocabulary
+from ..data.char_vocabulary import CharVocabError, CharVocabulary, kept_char_vocabulary
 from ..data.sentence_files import SentenceDataError, WordVocabulary
 from ..models.gpt import GPT
 from ..trainer import autocast
@@ -68,16 +68,16 @@ def run_vocabulary(cfg: TrainConfig) -> PromptVocabulary:
 
 
 def _char_vocabulary(cfg: TrainConfig) -> CharVocabulary:
-    """The characters the run's ids mean: its folder's ``char_vocabulary.json``, or for a run trained before
-    folders kept one, those of its recorded ``data.text`` / ``data.corpus``."""
-    kept = trained_run_folder(cfg.init_from) / CHAR_VOCABULARY_FILE
-    if not kept.is_file():
-        key = CHAR_TEXT_KEYS[cfg.data.kind]
-        return CharVocabulary.from_text(read_text(getattr(cfg.data, key), key))
+    """The characters the run's ids mean: those its folder keeps, or for a run trained before folders kept them,
+    those of its recorded ``data.text`` / ``data.corpus``."""
     try:
-        return CharVocabulary.from_json(kept.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, CharVocabError) as error:
-        raise TrainConfigError(f"{kept} is not the character vocabulary train wrote ({error}); restore it") from None
+        kept = kept_char_vocabulary(trained_run_folder(cfg.init_from))
+    except CharVocabError as error:
+        raise TrainConfigError(str(error)) from None
+    if kept is not None:
+        return kept
+    key = CHAR_TEXT_KEYS[cfg.data.kind]
+    return CharVocabulary.from_text(read_text(getattr(cfg.data, key), key))
 
 
 def piece_vocabulary(vocab: SentencePieceVocabulary) -> PromptVocabulary:

@@ -19,7 +19,8 @@ from ...batch_losses import DecoderLoss
 from ...checkpoint import CheckpointError, load_checkpoint
 from ...config_errors import TrainConfigError
 from ...config_groups import TrainConfig
-from ...data.char_vocabulary import VOCABULARY_FILE, CharVocabError, CharVocabulary
+from ...config_runs import trained_run_folder
+from ...data.char_vocabulary import VOCABULARY_FILE, CharVocabError, CharVocabulary, kept_char_vocabulary
 from ...data.row_batches import RowSet, content_fingerprint
 from ...distributed import gather_in_item_order, rank_share
 from ...models.gpt import GPT
@@ -118,13 +119,26 @@ def run_a5_evaluate(cfg: TrainConfig) -> dict[str, Any]:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
     state = load_checkpoint(cfg.init_from)
     check_model_settings(cfg, state["model_spec"])
-    vocab, questions = corpus_vocabulary(cfg), _questions(cfg)
-    check_run_files(cfg.init_from, _run_files(vocab))
+    vocab, questions = _run_characters(cfg), _questions(cfg)
     ctx = start_run(cfg)
     keep_run_files(ctx, _run_files(vocab))
     model = model_from_checkpoint(state).to(ctx.device)
     return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]),
             "evaluation": answer_questions(cfg, ctx, model, vocab, questions)}
+
+
+def _run_characters(cfg: TrainConfig) -> CharVocabulary:
+    """The characters ``init_from``'s ids mean: those its run folder keeps (checked against ``data.corpus`` where
+    that file is still there), else (a run trained before folders kept them) those of ``data.corpus``."""
+    try:
+        kept = kept_char_vocabulary(trained_run_folder(cfg.init_from))
+    except CharVocabError as error:
+        raise TrainConfigError(str(error)) from None
+    if kept is None:
+        return corpus_vocabulary(cfg)
+    if Path(cfg.data.corpus).is_file():
+        check_run_files(cfg.init_from, _run_files(corpus_vocabulary(cfg)))
+    return kept
 
 
 def _questions(cfg: TrainConfig) -> list[tuple[str, str | None]] | None:
