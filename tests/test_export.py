@@ -265,7 +265,7 @@ def test_gpts_without_a_gpt2_counterpart_are_refused_in_one_line(tmp_path, setti
 
 
 def test_a_prefix_lm_gpt_is_refused_in_one_line(tokens, tmp_path):
-    """Its inputs attend both ways; as GPT2LMHeadModel (causal) it would compute otherwise (exported silently before)."""
+    """Its inputs attend both ways; GPT2LMHeadModel (causal) would compute otherwise (it was exported silently)."""
     run = tmp_path / "run"
     assert train([f"data.tokens={tokens}", "model=gpt_tiny", "objective=prefix_lm", "objective.inputs_length=32",
                   "objective.targets_length=33", f"output_dir={run}", *SHORT]) == 0
