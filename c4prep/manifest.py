@@ -275,13 +275,24 @@ def write_manifest(output_uri: str, manifest: Manifest) -> None:
         stream.write(manifest.to_json().encode("utf-8"))
 
 
+def _why_no_manifest(output_uri: str) -> str:
+    """What a folder without a manifest is, and what to do: the manifest itself given, a vocabulary, or an output
+    that does not exist or was not finished."""
+    fs, path = resolve_uri(output_uri)
+    if output_uri.rstrip("/").endswith(MANIFEST_NAME) and fs.get_file_info(path).type == pafs.FileType.File:
+        return "that is the manifest itself: give the folder that holds it"
+    card = resolve_uri(join_uri(output_uri, VOCABULARY_CARD))
+    if card[0].get_file_info(card[1]).type == pafs.FileType.File:
+        return f"it holds a vocabulary ({VOCABULARY_CARD}), not shards: give the output folder of the stage you meant"
+    return "the output does not exist or the run that writes it did not finish; run the stage that produces it"
+
+
 def read_manifest(output_uri: str) -> Manifest:
     """Read ``<output_uri>/manifest.json``; :class:`ManifestError` if missing or malformed."""
     uri = join_uri(output_uri, MANIFEST_NAME)
     fs, path = resolve_uri(uri)
     if fs.get_file_info(path).type != pafs.FileType.File:
-        raise ManifestError(f"no {MANIFEST_NAME} in {output_uri}: the output does not exist or the "
-                            "run that writes it did not finish; run the stage that produces it")
+        raise ManifestError(f"no {MANIFEST_NAME} in {output_uri}: {_why_no_manifest(output_uri)}")
     with fs.open_input_stream(path) as stream:
         data = stream.read()
     try:

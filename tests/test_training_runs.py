@@ -161,6 +161,15 @@ def test_a_documents_folder_as_token_shards_says_what_to_run(sample_documents, t
         f"`c4prep tokenize --input {sample_documents}` and set data.tokens to its --output")
 
 
+def test_a_manifest_file_or_a_vocabulary_as_token_shards_says_what_it_is(sample_tokens, sample_vocab, tmp_path,
+                                                                         capsys):
+    """Both said the output does not exist, though the file was there."""
+    for given, says in [(sample_tokens / "manifest.json", "that is the manifest itself: give the folder that holds it"),
+                        (sample_vocab, "it holds a vocabulary (vocab.json), not shards")]:
+        assert main([f"data.tokens={given}", f"output_dir={tmp_path / 'run'}", *TINY]) == 2
+        assert capsys.readouterr().err.strip().startswith(f"train: error: no manifest.json in {given}: {says}")
+
+
 def test_missing_token_folder_says_what_to_run(tmp_path, capsys):
     assert main([f"data.tokens={tmp_path / 'nowhere'}", f"output_dir={tmp_path}", *TINY]) == 2
     err = capsys.readouterr().err
