@@ -210,12 +210,13 @@ def test_gpt_export_loads_in_transformers_with_our_logits(gpt_exports, vocab):
         torch.testing.assert_close(gpt_from_hf_directory(out).eval()(tokens), expected, atol=1e-5, rtol=1e-5)
 
 
-def test_a_character_run_exports_its_kept_characters_and_refuses_a_sentencepiece_vocab(gpt_exports, sample_vocab,
+def test_a_character_run_exports_its_kept_characters_and_refuses_a_sentencepiece_vocab(gpt_exports, ptb_vocab,
                                                                                        tmp_path):
     """--vocab with a SentencePiece model of the same size shipped a tokenizer of other pieces, exit 0."""
     run, out = gpt_exports["chars"]
     assert f"Characters as the run kept them, `{run / 'char_vocabulary.json'}`" in (out / "README.md").read_text()
-    line = _refusal(str(run), str(tmp_path / "out"), "--vocab", str(sample_vocab))
+    (tmp_path / "pieces.model").write_bytes(ptb_vocab.model_proto)
+    line = _refusal(str(run), str(tmp_path / "out"), "--vocab", str(tmp_path / "pieces.model"))
     assert line.endswith("was trained on data.kind=char_text, whose ids are its own characters or words, not "
                          "SentencePiece pieces: export it without --vocab"), line
     assert not (tmp_path / "out").exists()
