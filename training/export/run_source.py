@@ -28,7 +28,7 @@ from ..data.char_vocabulary import (
 )
 from ..data.sentence_files import VOCABULARY_FILE, SentenceDataError, WordVocabulary
 from ..metrics_log import JSONL_NAME, read_metrics
-from ..stages.data_setup import CHAR_TEXT_KEYS, OWN_VOCABULARY_KINDS
+from ..stages.data_setup import CHAR_TEXT_KEYS, OWN_VOCABULARY_KINDS, T5_EXTRA_IDS
 from ..stages.model_setup import differing_fields
 
 
@@ -132,7 +132,7 @@ def _kept_characters(run: TrainedRun) -> CharVocabulary | None:
 
 def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVocabulary, dict[str, Any]]:
     """The SentencePiece vocabulary of token shards (their manifest's, checked by SHA-256) or of ``data.vocab``."""
-    tokens, lineage, extra_ids, expected, recorded = run.data.get("tokens"), {}, 100, None, None
+    tokens, lineage, extra_ids, expected, recorded = run.data.get("tokens"), {}, T5_EXTRA_IDS, None, None
     if run.data.get("kind") == "tokens" and tokens:
         try:
             manifest = read_manifest(tokens)
@@ -140,7 +140,7 @@ def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVoc
             raise ExportError(f"data.tokens={tokens}: {error}") from None
         named = manifest.extra.get("vocabulary", {})
         recorded = named.get("model")
-        vocab, extra_ids, expected = vocab or recorded, named.get("extra_ids", 100), named.get("model_sha256")
+        vocab, extra_ids, expected = vocab or recorded, named.get("extra_ids", T5_EXTRA_IDS), named.get("model_sha256")
         lineage["tokens"] = {"uri": tokens, "fingerprint": manifest_fingerprint(manifest),
                              "source": manifest.extra.get("source")}
     vocab = vocab or run.data.get("vocab")

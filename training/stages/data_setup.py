@@ -145,14 +145,15 @@ def vocabulary_size(manifest: Manifest, tokens_dir: str) -> int:
 
 
 def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: int, decoder_only: bool,
-                  z_loss: float = 0.0) -> TrainingData:
-    """The objective's samples of the token shards ``data`` names, as rows for a decoder-only model when
-    ``decoder_only``, else for an encoder-decoder (scored with ``z_loss``); ``seed`` draws every mask.
+                  z_loss: float = 0.0, tokens_setting: str = "data.tokens") -> TrainingData:
+    """The objective's samples of the token shards ``data`` names (``tokens_setting``: the setting a message
+    names), as rows for a decoder-only model when ``decoder_only``, else for an encoder-decoder (scored with
+    ``z_loss``); ``seed`` draws every mask.
 
     ``data.document_eos`` (default: ``drop`` for the objectives that append their own EOS, as T5; ``keep`` for
     ``lm``, where EOS separates documents) says whether the EOS that ends each tokenized document stays in the
     concatenated stream."""
-    manifest = token_manifest(data.tokens)
+    manifest = token_manifest(data.tokens, tokens_setting)
     vocab_size = vocabulary_size(manifest, data.tokens)
     inputs_length, targets_length = objective_cfg.inputs_length, objective_cfg.targets_length
     if not decoder_only and inputs_length < 1:

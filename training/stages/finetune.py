@@ -31,7 +31,7 @@ from ..distributed import DistEnv, gather_in_item_order, rank_share
 from ..metrics import exact_match
 from ..models.t5 import T5
 from ..trainer import Trainer, evaluate_model
-from .data_setup import load_vocabulary, pretrain_data, token_manifest
+from .data_setup import load_vocabulary, pretrain_data
 from .model_setup import model_from_checkpoint, model_from_config, model_from_init
 from .run import RunContext, checkpoint_record, optimization_from_config, restore, start_run
 
@@ -79,10 +79,10 @@ def mixture_sources(cfg: TrainConfig, tasks: dict[str, TaskData], vocab_size: in
     sources: dict[str, RowSource] = {name: task.train for name, task in tasks.items()}
     data = cfg.data
     if data.unsupervised_tokens:
-        token_manifest(data.unsupervised_tokens, "data.unsupervised_tokens")  # the setting to fix, if it is not one
         tokens = TokensData(kind="tokens", tokens=data.unsupervised_tokens, validation_split=None)
         objective = replace(cfg.objective, inputs_length=data.inputs_length, targets_length=data.targets_length)
-        unsupervised = pretrain_data(tokens, objective, cfg.seed, cfg.model.name == "gpt", cfg.z_loss)
+        unsupervised = pretrain_data(tokens, objective, cfg.seed, cfg.model.name == "gpt", cfg.z_loss,
+                                     "data.unsupervised_tokens")
         if unsupervised.vocab_size != vocab_size:
             raise TrainConfigError(f"{data.unsupervised_tokens} was tokenized with {unsupervised.vocab_size} ids, "
                                    f"the tasks' vocabulary has {vocab_size}; use the same vocabulary")
