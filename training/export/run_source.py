@@ -2,9 +2,10 @@
 the vocabulary the run's data was encoded with, and the data's lineage.
 
 Where the vocabulary is, by ``data.kind``: token shards name it in their manifest (the ``.model`` file, checked by
-SHA-256); text-to-text data names it (``data.vocab``); a PTB run keeps ``word_vocabulary.json``; character data is
-re-read from its text (``data.text`` or ``data.corpus``). ``vocab=`` (``c4prep export --vocab``) points at a moved
-SentencePiece vocabulary.
+SHA-256); text-to-text data names it (``data.vocab``); a PTB run keeps ``word_vocabulary.json``; a character run
+keeps ``char_vocabulary.json`` (a run older than that: its text, ``data.text`` or ``data.corpus``, is re-read).
+``vocab=`` (``c4prep export --vocab``) points at a moved SentencePiece vocabulary, which must be the model whose
+SHA-256 the run folder keeps (``vocabulary.sha256``).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from ..data.char_vocabulary import (
     CharVocabulary,
     kept_char_vocabulary,
 )
+from ..data.kept_vocabulary import VocabularyMismatchError, check_kept_sha256
 from ..data.sentence_files import VOCABULARY_FILE, SentenceDataError, WordVocabulary
 from ..metrics_log import JSONL_NAME, read_metrics
 from ..stages.data_setup import CHAR_TEXT_KEYS, OWN_VOCABULARY_KINDS, T5_EXTRA_IDS
@@ -156,6 +158,10 @@ def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVoc
         raise ExportError(f"{uri} is not the vocabulary the token shards {tokens} were made with: they name "
                           f"{recorded} of SHA-256 {expected[:12]}..., this one's is {sha256[:12]}...; pass that "
                           "one (or a copy) with --vocab")
+    try:
+        check_kept_sha256(run.folder, sha256, str(run.checkpoint), f"the vocabulary {uri}")
+    except VocabularyMismatchError as error:
+        raise ExportError(str(error)) from None
     lineage["vocabulary"] = {"uri": uri, "sha256": sha256, "sources": (card or {}).get("sources", [])}
     return found, lineage
 

@@ -23,6 +23,7 @@ from ..config_groups import TokenObjectiveConfig, TrainConfig
 from ..config_runs import recorded_settings, trained_run_folder
 from ..data.decoder_rows import DecoderRowBuilder
 from ..data.encdec_rows import EncDecRowBuilder
+from ..data.kept_vocabulary import VocabularyMismatchError, check_kept_sha256
 from ..data.row_batches import RowSet, content_fingerprint
 from ..data.row_source import RowSource
 from ..data.sentence_files import (
@@ -61,6 +62,7 @@ class TrainingData:
     pack_length: int | None = None  # re-pack each micro-batch's padded rows into this many positions
     batch_loss: BatchLoss = DecoderLoss()
     row_builder: RowBuilder | None = None
+    model_sha256: str | None = None  # token shards' SentencePiece model (None in a manifest predating recording it)
 
 
 def read_text(path: str, key: str) -> str:
@@ -189,7 +191,17 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
         batch_loss = EncDecLoss(z_loss=z_loss)
     return TrainingData(TokenSampleRows(index(data.train_split), row_builder),
                         None if validation is None else TokenSampleRows(validation, row_builder), vocab_size,
-                        batch_loss=batch_loss, row_builder=row_builder)
+                        batch_loss=batch_loss, row_builder=row_builder,
+                        model_sha256=manifest.extra.get("vocabulary", {}).get("model_sha256"))
+
+
+def check_run_vocabulary(init_from: str, model_sha256: str | None, read: str) -> None:
+    """A one-line error when ``init_from``'s run was trained on another SentencePiece model than ``read``'s
+    (:mod:`~training.data.kept_vocabulary`)."""
+    try:
+        check_kept_sha256(trained_run_folder(init_from), model_sha256, f"init_from={init_from}", read)
+    except VocabularyMismatchError as error:
+        raise TrainConfigError(str(error)) from None
 
 
 def _with_sentinels(objective_cfg: TokenObjectiveConfig, manifest: Manifest, tokens_dir: str) -> dict[str, Any]:
@@ -237,7 +249,9 @@ def load_vocabulary(path: str, init_from: str | None = None) -> SentencePieceVoc
         vocab = SentencePieceVocabulary(model_proto)
     except ValueError as error:  # VocabError, or a file that is not a T5-style SentencePiece model
         raise TrainConfigError(f"{error} (set data.vocab=<vocabulary folder>)") from None
-    trained = _run_vocabulary(init_from) if init_from else None
+    if init_from:
+        check_run_vocabulary(init_from, vocab.model_sha256, f"data.vocab={path}")
+    trained = _run_vocabulary(init_from) if init_from else None  # runs older than their vocabulary.sha256
     if trained is not None and trained[1].model_sha256 != vocab.model_sha256:
         raise TrainConfigError(f"data.vocab={path} is not the vocabulary init_from={init_from} was trained with "
                                f"({trained[0]}: another SHA-256); fine-tune with that one")

@@ -15,7 +15,7 @@ from ..data.row_batches import row_set_eval_batches
 from ..data.token_index import TokenDataError
 from ..metrics_log import MetricsLogger
 from ..trainer import evaluate_model
-from .data_setup import pretrain_data
+from .data_setup import check_run_vocabulary, pretrain_data
 from .model_setup import check_model_settings, check_rows_fit, model_from_checkpoint
 from .run import start_run
 
@@ -25,12 +25,13 @@ def run_evaluate(cfg: TrainConfig) -> dict[str, Any]:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
     state = load_checkpoint(cfg.init_from)
     check_model_settings(cfg, state["model_spec"])
-    ctx = start_run(cfg)
     data = pretrain_data(cfg.data, cfg.objective, cfg.seed, state["model_spec"].get("name") == "gpt", cfg.z_loss)
+    check_run_vocabulary(cfg.init_from, data.model_sha256, f"data.tokens={cfg.data.tokens}")
     if state["model_spec"].get("vocab_size") != data.vocab_size:
         raise TrainConfigError(f"init_from={cfg.init_from} has {state['model_spec'].get('vocab_size')} ids but "
                                f"{cfg.data.tokens} was encoded with {data.vocab_size}: evaluate on token shards "
                                "encoded with the checkpoint's vocabulary")
+    ctx = start_run(cfg)
     model = model_from_checkpoint(state).to(ctx.device)
     check_rows_fit(model, data.row_builder)
     if data.validation is None:

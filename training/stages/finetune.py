@@ -22,6 +22,7 @@ from ..config_errors import TrainConfigError
 from ..config_data import TextToTextData, TokensData
 from ..config_groups import TrainConfig
 from ..data.batches import collate_rows, make_loader, rank_micro_batches
+from ..data.kept_vocabulary import sha256_run_files
 from ..data.mixture_batches import MixtureBatches, PairRows
 from ..data.mixtures import MixtureError, MixtureSampler, mixing_rates
 from ..data.row_source import RowSource
@@ -33,7 +34,7 @@ from ..models.t5 import T5
 from ..trainer import Trainer, evaluate_model
 from .data_setup import load_vocabulary, pretrain_data
 from .model_setup import model_from_checkpoint, model_from_config, model_from_init
-from .run import RunContext, checkpoint_record, optimization_from_config, restore, start_run
+from .run import RunContext, checkpoint_record, keep_run_files, optimization_from_config, restore, start_run
 
 log = logging.getLogger(__name__)
 UNSUPERVISED = "c4_span_corruption"
@@ -74,8 +75,10 @@ def load_tasks(data: TextToTextData, vocab: SentencePieceVocabulary) -> dict[str
     return tasks
 
 
-def mixture_sources(cfg: TrainConfig, tasks: dict[str, TaskData], vocab_size: int) -> dict[str, RowSource]:
-    """Each task's rows, plus the token shards' span-corruption samples when ``data.unsupervised_tokens`` is set."""
+def mixture_sources(cfg: TrainConfig, tasks: dict[str, TaskData], vocab: SentencePieceVocabulary
+                    ) -> dict[str, RowSource]:
+    """Each task's rows, plus the token shards' span-corruption samples when ``data.unsupervised_tokens`` is set
+    (tokenized with the tasks' ``vocab``)."""
     sources: dict[str, RowSource] = {name: task.train for name, task in tasks.items()}
     data = cfg.data
     if data.unsupervised_tokens:
@@ -83,9 +86,9 @@ def mixture_sources(cfg: TrainConfig, tasks: dict[str, TaskData], vocab_size: in
         objective = replace(cfg.objective, inputs_length=data.inputs_length, targets_length=data.targets_length)
         unsupervised = pretrain_data(tokens, objective, cfg.seed, cfg.model.name == "gpt", cfg.z_loss,
                                      "data.unsupervised_tokens")
-        if unsupervised.vocab_size != vocab_size:
-            raise TrainConfigError(f"{data.unsupervised_tokens} was tokenized with {unsupervised.vocab_size} ids, "
-                                   f"the tasks' vocabulary has {vocab_size}; use the same vocabulary")
+        if unsupervised.model_sha256 not in (None, vocab.model_sha256) or unsupervised.vocab_size != vocab.vocab_size:
+            raise TrainConfigError(f"data.unsupervised_tokens={data.unsupervised_tokens} was tokenized with another "
+                                   f"vocabulary than data.vocab={data.vocab}: use token shards of data.vocab")
         sources[UNSUPERVISED] = unsupervised.train
     return sources
 
@@ -130,12 +133,13 @@ def run_finetune(cfg: TrainConfig) -> dict[str, Any]:
         source = f" (init_from={cfg.init_from}'s)" if cfg.init_from else ""
         raise TrainConfigError(f"data=text_to_text fine-tunes a T5 model, not the {cfg.model.name} model{source}: "
                                "fine-tune a T5 run, or a GPT one with a GPT data= option (train --help)")
-    ctx = start_run(cfg)
     data = cfg.data
     vocab = load_vocabulary(data.vocab, cfg.init_from)
     tasks = load_tasks(data, vocab)
     model, spec = prepare_model(cfg, vocab.vocab_size)
-    sources = mixture_sources(cfg, tasks, vocab.vocab_size)
+    sources = mixture_sources(cfg, tasks, vocab)
+    ctx = start_run(cfg)  # after the data's and the model's checks: a refused run leaves no run folder behind
+    keep_run_files(ctx, sha256_run_files(vocab.model_sha256))
     mixing = data.mixing
     try:
         rates = mixing_rates({name: source.size for name, source in sources.items()}, mixing.strategy,

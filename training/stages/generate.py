@@ -28,7 +28,7 @@ from ..data.char_vocabulary import CharVocabError, CharVocabulary, kept_char_voc
 from ..data.sentence_files import SentenceDataError, WordVocabulary
 from ..models.gpt import GPT
 from ..trainer import autocast
-from .data_setup import CHAR_TEXT_KEYS, load_vocabulary, read_text, token_vocabulary
+from .data_setup import CHAR_TEXT_KEYS, check_run_vocabulary, load_vocabulary, read_text, token_vocabulary
 from .model_setup import check_model_settings, model_from_checkpoint
 from .run import RunContext, start_run
 
@@ -54,9 +54,11 @@ def run_vocabulary(cfg: TrainConfig) -> PromptVocabulary:
     ``data.corpus`` (character data), else the run folder's ``word_vocabulary.json`` (``sentences``)."""
     data = cfg.data
     if data.kind == "tokens":
-        return piece_vocabulary(token_vocabulary(data.tokens))
+        vocab = token_vocabulary(data.tokens)
+        check_run_vocabulary(cfg.init_from, vocab.model_sha256, f"data.tokens={data.tokens}")
+        return piece_vocabulary(vocab)
     if data.kind == "text_to_text":
-        return piece_vocabulary(load_vocabulary(data.vocab))
+        return piece_vocabulary(load_vocabulary(data.vocab, cfg.init_from))
     if data.kind in CHAR_TEXT_KEYS:
         chars = _char_vocabulary(cfg)
         return PromptVocabulary(lambda text: chars.encode(text).tolist(), chars.decode, chars.vocab_size)

@@ -14,10 +14,11 @@ from dataclasses import asdict
 from typing import Any
 
 from ..config_groups import TrainConfig
+from ..data.kept_vocabulary import sha256_run_files
 from ..trainer import Trainer
-from .data_setup import TrainingData, pretrain_data, sentence_corpus
+from .data_setup import TrainingData, check_run_vocabulary, pretrain_data, sentence_corpus
 from .model_setup import check_rows_fit, initial_model
-from .run import RunContext, fit_summary, pretrain_on_rows, row_set_trainer, start_run
+from .run import RunContext, fit_summary, keep_run_files, pretrain_on_rows, row_set_trainer, start_run
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,10 @@ def run_token_pretrain(cfg: TrainConfig) -> dict[str, Any]:
     """Train on token shards, from scratch or from ``init_from``'s weights; returns a summary (steps, last loss,
     validation metrics)."""
     data = pretrain_data(cfg.data, cfg.objective, cfg.seed, cfg.model.name == "gpt", cfg.z_loss)
+    if cfg.init_from:
+        check_run_vocabulary(cfg.init_from, data.model_sha256, f"data.tokens={cfg.data.tokens}")
     ctx = start_run(cfg)  # after the data's checks: a refused run leaves no run folder behind
+    keep_run_files(ctx, sha256_run_files(data.model_sha256))
     return fit_summary(ctx, build_pretrain_trainer(cfg, ctx, data))
 
 

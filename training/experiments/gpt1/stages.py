@@ -20,12 +20,13 @@ import torch
 from ...checkpoint import load_checkpoint
 from ...config_errors import TrainConfigError
 from ...config_groups import TrainConfig, model_settings
+from ...data.kept_vocabulary import sha256_run_files
 from ...data.row_batches import RowSet, content_fingerprint
 from ...models import build_model
 from ...models.gpt import GPT
 from ...stages.data_setup import load_vocabulary
 from ...stages.model_setup import check_model_settings, finetuning_state, model_from_checkpoint
-from ...stages.run import fit_summary, row_set_trainer, start_run
+from ...stages.run import fit_summary, keep_run_files, row_set_trainer, start_run
 from .classification_loss import ClassificationLoss
 from .classifier import GPTClassifier
 from .input_transforms import FinetuneDataError, SpecialTokens
@@ -124,6 +125,7 @@ def _finetune(cfg: TrainConfig, task: str, train: list[TaskExample], validation:
             log.warning("%d of %d %s examples had a text cut to fit data.max_length=%d", split_rows.truncated,
                         len(split_rows), split, data.max_length)
     ctx = start_run(cfg)
+    keep_run_files(ctx, sha256_run_files(vocab.model_sha256))
     model, spec = classifier_model(cfg, special.size, num_classes, "choices" if task == "multiple_choice" else "sum")
     if data.max_length > model.backbone.max_length:
         raise TrainConfigError(f"data.max_length={data.max_length} exceeds the model's {model.backbone.max_length} "
