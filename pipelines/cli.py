@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from c4prep.output_settings import ALLOW_FLAG
 from c4prep.shard_formats import FORMATS
 from c4prep.user_errors import (
     UserError,
@@ -66,13 +67,17 @@ def _parse_num_shards(value: str) -> int | None:
 @click.option("--allow-damaged", is_flag=True,
               help="Replace the output even when this run skipped bad input and read less than the run that made "
                    "it (by default refused: the output stays as it was).")
+@click.option(ALLOW_FLAG, "allow_other_settings", is_flag=True,
+              help="Replace a corpus made with other inputs, --num-shards, --format or variant settings (by default "
+                   "refused: the output stays as it was, for the vocabulary and token shards made from it).")
 @click.option("--progress-interval", default="30", show_default=True, metavar="SECONDS",
               help="Seconds between progress lines on stderr when it is not a terminal (a terminal's line is "
                    "redrawn every second); 0 turns progress off.")
 @click.option("--no-progress", is_flag=True, help="No progress line (same as --progress-interval 0).")
 @click.pass_context
 def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, num_shards, shard_format, variant,
-        dedup, near_dedup, webtext_urls, allow_empty, allow_damaged, progress_interval, no_progress) -> None:
+        dedup, near_dedup, webtext_urls, allow_empty, allow_damaged, allow_other_settings, progress_interval,
+        no_progress) -> None:
     """Build a C4 corpus (default: `en`): WET in, cleaned shards (Arrow, Parquet or JSON Lines) and a dataset card
     out.
 
@@ -94,6 +99,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
 
     from c4prep.beam_runs import is_dry_run
     from c4prep.manifest import ManifestError
+    from c4prep.output_settings import OtherSettingsError
     from c4prep.progress import ProgressSettings
     from c4prep.runner_results import JobInputError, LostWorkerError, RunnerSetupError
     from c4prep.shards import UnsupportedUriError
@@ -113,7 +119,8 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     interval = 0.0 if no_progress else _parse_progress_interval(progress_interval)
     config = RunConfig(output=output, inputs=list(inputs), path_list=input_list, path_prefix=input_prefix,
                        num_shards=_parse_num_shards(num_shards), runner=runner, variant=corpus_variant,
-                       allow_empty=allow_empty, allow_damaged=allow_damaged, format=shard_format)
+                       allow_empty=allow_empty, allow_damaged=allow_damaged, format=shard_format,
+                       allow_other_settings=allow_other_settings)
     beam_options = PipelineOptions(ctx.args)
     if is_dry_run(beam_options):
         with reported_as_user_errors(RunnerSetupError):
@@ -122,7 +129,7 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     click.echo(f"Running the C4 {corpus_variant.name} pipeline on {runner} -> {output}")
     started = time.monotonic()
     with reported_as_user_errors(InputError, ManifestError, RunnerSetupError, DataLossError, JobInputError,
-                                 LostWorkerError, UnsupportedUriError):
+                                 LostWorkerError, UnsupportedUriError, OtherSettingsError):
         result = run_c4(config, ctx.args, ProgressSettings(format_progress, interval) if interval else None)
     elapsed = time.monotonic() - started
     click.echo("\n" + format_funnel(result.funnel))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import asdict, dataclass, field
+from typing import Any
 from importlib import resources
 
 import apache_beam as beam
@@ -19,6 +20,7 @@ from c4prep.manifest import (
     output_folder,
     read_manifest,
 )
+from c4prep.output_settings import Settings, check_same_settings
 from c4prep.progress import ProgressSettings
 from c4prep.runner_results import RunnerSetupError
 from c4prep.schemas import DOCUMENT_SCHEMA
@@ -32,7 +34,14 @@ from .beam_dedup import DEFAULT_CLAIM_BUCKETS, claim_buckets, dedup_transform
 from .beam_near_dedup import NearDedup
 from .funnel import Funnel, build_funnel, input_files_text, input_problem_counts
 from .funnel_plot import PLOT_NAME, render_funnel_png, write_funnel_plot
-from .input_selection import InputError, check_beam_filesystem, expand_folders, listed_paths, matched_files
+from .input_selection import (
+    InputError,
+    absolute_input,
+    check_beam_filesystem,
+    expand_folders,
+    listed_paths,
+    matched_files,
+)
 from .variants import BUNDLED, CorpusVariant, load_variant
 
 
@@ -64,9 +73,12 @@ class RunConfig:
     allow_empty: bool = False  # publish even when no page is kept (otherwise refused: the output stays as it was)
     allow_damaged: bool = False  # replace an output whose run read more (otherwise refused, as above)
     format: str = "arrow"  # shard file format: one of c4prep.shard_formats.FORMATS
+    allow_other_settings: bool = False  # replace an output made with other settings (otherwise refused, as above)
 
     def __post_init__(self) -> None:
         check_format(self.format)
+        self.inputs = [absolute_input(pattern) for pattern in self.inputs]
+        self.path_list = self.path_list and absolute_input(self.path_list)
 
 
 @dataclass
@@ -159,6 +171,35 @@ def check_no_more_damage(funnel: Funnel, config: RunConfig) -> None:
         "--allow-damaged to publish over it")
 
 
+_VARIANT_OPTIONS = {"name": "--variant", "dedup": "--dedup", "near_dedup": "--near-dedup",
+                    "webtext_urls": "--webtext-urls"}  # the variant's settings `c4prep run` sets by an option
+
+
+def _settings(config: dict[str, Any]) -> Settings:
+    """What decides a corpus, from a documents manifest's ``config`` (a published one, or this run's): the options of
+    `c4prep run --help` in their order, then the variant's other settings."""
+    variant = config.get("variant") or {}
+    return [("--input", config.get("inputs")), ("--input-list", config.get("path_list")),
+            ("--input-prefix", config.get("path_prefix")), ("--num-shards", config.get("num_shards") or "auto"),
+            ("--format", config.get("format")),
+            *((option, variant.get(key)) for key, option in _VARIANT_OPTIONS.items()),
+            *((f"the variant's {key}", value) for key, value in sorted(variant.items())
+              if key not in _VARIANT_OPTIONS and key != "description")]
+
+
+def check_replaceable(config: RunConfig) -> None:
+    """An :class:`~c4prep.output_settings.OtherSettingsError` when ``config.output`` holds a corpus made with other
+    inputs or settings than this run's (a mistyped --input would replace it with a smaller one), unless
+    ``config.allow_other_settings``."""
+    if config.allow_other_settings:
+        return
+    try:
+        published = read_manifest(config.output)
+    except ManifestError:  # nothing published, or a manifest that cannot be read: nothing good to keep
+        return
+    check_same_settings(config.output, "a corpus", _settings(published.config), _settings(asdict(config)))
+
+
 def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str,
                       input_files: list[str] | None = None, claim_buckets: int = DEFAULT_CLAIM_BUCKETS):
     """Apply the variant's stages in the reference order; returns the written shard descriptions. `input_files`
@@ -225,8 +266,9 @@ def dry_run_c4(config: RunConfig, beam_args: list[str] | None = None) -> beam_ru
 
 def run_c4(config: RunConfig, beam_args: list[str] | None = None,
            progress: ProgressSettings | None = None) -> RunResult:
-    """Run the pipeline to completion and atomically replace `config.output` with its shards and manifest; then
-    write the funnel plot beside the manifest. With ``progress``, a progress line on stderr while the job runs.
+    """Run the pipeline to completion and atomically replace `config.output` with its shards and manifest (unless it
+    holds a corpus made with other inputs or settings: :func:`check_replaceable`); then write the funnel plot beside
+    the manifest. With ``progress``, a progress line on stderr while the job runs.
 
     The plot is drawn before the commit (a plot that cannot be drawn leaves the output as it was) and written right
     after it: a driver killed between the two leaves the previous run's plot beside the new manifest until the next
@@ -237,23 +279,24 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
     if is_dask_runner(config.runner) and not config.path_list:
         input_files, beam_args = files, one_partition_per_file(files, beam_args)
     options = pipeline_options(config.runner, beam_args)
-    with output_folder(config.output, DOCUMENTS, files=[PLOT_NAME]), job_pipeline(options) as pipeline, \
-            staged_output(config.output) as staging:
-        build_c4_pipeline(pipeline, config, staging.uri, input_files, claim_buckets(len(files)))
-        counters = run_to_completion(pipeline, options, progress)
-        funnel = build_funnel(counters)
-        check_publishable(funnel, config)
-        check_no_more_damage(funnel, config)
-        infos = complete_empty_shards(staging.uri, staging.shard_infos(), config.format)
-        manifest = build_manifest(
-            DOCUMENT_SCHEMA,
-            infos,
-            config={**asdict(config), "rules": "TFDS c4 3.1.0"},
-            counters=counters,
-            extra={"funnel": funnel.to_dict()},
-            splits=SPLITS,
-            shard_format=config.format,
-        )
-        plot = render_funnel_png(funnel)
-        published = staging.commit(manifest)
+    with output_folder(config.output, DOCUMENTS, files=[PLOT_NAME]):
+        check_replaceable(config)
+        with job_pipeline(options) as pipeline, staged_output(config.output) as staging:
+            build_c4_pipeline(pipeline, config, staging.uri, input_files, claim_buckets(len(files)))
+            counters = run_to_completion(pipeline, options, progress)
+            funnel = build_funnel(counters)
+            check_publishable(funnel, config)
+            check_no_more_damage(funnel, config)
+            infos = complete_empty_shards(staging.uri, staging.shard_infos(), config.format)
+            manifest = build_manifest(
+                DOCUMENT_SCHEMA,
+                infos,
+                config={**asdict(config), "rules": "TFDS c4 3.1.0"},
+                counters=counters,
+                extra={"funnel": funnel.to_dict()},
+                splits=SPLITS,
+                shard_format=config.format,
+            )
+            plot = render_funnel_png(funnel)
+            published = staging.commit(manifest)
     return RunResult(published, funnel, write_funnel_plot(config.output, plot))

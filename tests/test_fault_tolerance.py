@@ -34,7 +34,7 @@ def write_shard_then_die(uri, schema, batches):
     return real_write_shard(uri, schema, batches)
 
 beam_c4.write_shard = write_shard_then_die
-run_c4(RunConfig(output=sys.argv[1], inputs=[sys.argv[2]], num_shards=int(sys.argv[3])))
+run_c4(RunConfig(output=sys.argv[1], inputs=[sys.argv[2]], num_shards=int(sys.argv[3]), allow_other_settings=True))
 """
 
 # The driver dies while publishing: the new shards are moved into their data folder, the manifest is not written.
@@ -44,7 +44,7 @@ from c4prep import manifest
 from c4prep.pipelines.run_c4 import RunConfig, run_c4
 
 manifest.write_manifest = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
-run_c4(RunConfig(output=sys.argv[1], inputs=[sys.argv[2]], num_shards=int(sys.argv[3])))
+run_c4(RunConfig(output=sys.argv[1], inputs=[sys.argv[2]], num_shards=int(sys.argv[3]), allow_other_settings=True))
 """
 
 
@@ -100,7 +100,7 @@ def test_worker_killed_while_writing_keeps_the_previous_output(tmp_path, sample,
     assert any(is_temp_name(name) for name in staged)  # the half-written shard stayed hidden in staging
     assert any(name.endswith("-of-00004.arrow") for name in staged)  # the shard written before the kill
 
-    run_c4(RunConfig(output=str(output), inputs=[str(sample)], num_shards=NUM_SHARDS))
+    run_c4(RunConfig(output=str(output), inputs=[str(sample)], num_shards=NUM_SHARDS, allow_other_settings=True))
     _assert_equals_uninterrupted(output, uninterrupted)
 
 
@@ -127,5 +127,5 @@ def test_driver_killed_while_publishing_keeps_the_previous_output(tmp_path, samp
     assert {name: digest for name, digest in _digests(output).items() if name.endswith("-of-00001.arrow")} \
         == previous_digests  # the killed run's shards sit in a data folder no manifest names
 
-    run_c4(RunConfig(output=str(output), inputs=[str(sample)], num_shards=NUM_SHARDS))
+    run_c4(RunConfig(output=str(output), inputs=[str(sample)], num_shards=NUM_SHARDS, allow_other_settings=True))
     _assert_equals_uninterrupted(output, uninterrupted)

@@ -160,7 +160,8 @@ def test_a_run_whose_runner_loses_data_writes_nothing(tmp_path, webdata, monkeyp
 
     monkeypatch.setattr("c4prep.pipelines.run_c4.run_to_completion", losing)
     with pytest.raises(DataLossError, match="dedupe-sentences/owners: .* sent, .* received.*nothing was written"):
-        run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2))
+        run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2,
+                         allow_other_settings=True))
     assert file_digests(output) == before
 
     def losing_pages(pipeline, options, progress=None):  # the english filter misses 2 pages the dedup passed
@@ -170,7 +171,8 @@ def test_a_run_whose_runner_loses_data_writes_nothing(tmp_path, webdata, monkeyp
 
     monkeypatch.setattr("c4prep.pipelines.run_c4.run_to_completion", losing_pages)
     with pytest.raises(DataLossError, match="pages: dedupe-sentences passed .*, english-filter got .*nothing"):
-        run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2))
+        run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=2,
+                         allow_other_settings=True))
     assert file_digests(output) == before
     data_dir = read_manifest(str(output)).data_dir
     assert sorted(path.name for path in output.iterdir()) == ["README.md", data_dir, "funnel.png",
@@ -218,7 +220,8 @@ def test_rerun_replaces_previous_output(tmp_path, webdata):
     output = tmp_path / "out"
     run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=3))
     (output / ".staging-crashed-run").mkdir()  # what a crashed run leaves behind
-    run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=None))
+    run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=None,
+                     allow_other_settings=True))
     data_dir = read_manifest(str(output)).data_dir
     assert sorted(path.name for path in output.iterdir()) == ["README.md", data_dir, "funnel.png", "manifest.json"]
     assert sorted(path.name for path in (output / data_dir).iterdir()) == ["train-00000-of-00001.arrow"]

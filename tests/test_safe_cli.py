@@ -90,7 +90,8 @@ def test_a_run_that_keeps_no_page_leaves_the_published_corpus(published, tmp_pat
     empty.mkdir()
     (empty / "nothing.warc.wet.gz").write_bytes(b"")
     (empty / "notes.md").write_text("not an input")
-    line = _one_line_error(_invoke("run", "--input", str(empty), "--output", str(published), "--num-shards", "2"))
+    line = _one_line_error(_invoke("run", "--input", str(empty), "--output", str(published), "--num-shards", "2",
+                                   "--allow-other-settings"))
     assert line.startswith("Error: the run read no valid record from 2 input files (bad input: 1 empty_file, "
                            "1 unknown_format;")
     assert f"{published} is unchanged" in line and "--allow-empty" in line
@@ -103,6 +104,44 @@ def test_a_refused_run_leaves_no_new_folder(tmp_path):
                                    str(tmp_path / "new" / "out")))
     assert line.startswith("Error: the run read no valid record")
     assert not (tmp_path / "new").exists()  # nor the parent it made
+
+
+def _refusal(output: Path, made: str, asked: str) -> str:
+    return (f"Error: {output} holds a corpus made with {made}; this run asks for {asked}, so it left {output} "
+            "unchanged: give another --output, or pass --allow-other-settings to replace it")
+
+
+@pytest.mark.parametrize("change, made, asked", [
+    (("--variant", "realnewslike"), "--variant en", "--variant realnewslike"),
+    (("--dedup", "lines"), "--dedup sentences", "--dedup lines"),
+    (("--format", "parquet"), "--format arrow", "--format parquet"),
+    (("--num-shards", "auto"), "--num-shards 2", "--num-shards auto"),
+])
+def test_a_run_with_other_settings_does_not_replace_the_corpus(published, webdata, tmp_path, change, made, asked):
+    """`--variant realnewslike` into the folder of the `en` corpus replaced it with another, smaller one (and the
+    vocabulary and token shards made from it no longer matched it)."""
+    output = shutil.copytree(published, tmp_path / "en")
+    before = _snapshot(output)
+    run = ("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(output), "--num-shards", "2")
+    assert _one_line_error(_invoke(*run, *change)) == _refusal(output, made, asked)
+    assert _snapshot(output) == before
+
+
+def test_a_run_of_other_input_does_not_replace_the_corpus_and_the_same_input_from_elsewhere_does(
+        published, webdata, tmp_path, monkeypatch):
+    """A mistyped --input (another crawl file) would replace the corpus; the same file given relative to another
+    working folder is the same input; --allow-other-settings replaces the corpus."""
+    output = shutil.copytree(published, tmp_path / "en")
+    before = _snapshot(output)
+    other = shutil.copy(webdata / SAMPLE_NAME, tmp_path / "other.warc.wet.gz")
+    run_other = ("run", "--input", str(other), "--output", str(output), "--num-shards", "2", "--no-progress")
+    assert _one_line_error(_invoke(*run_other)) == _refusal(output, f"--input {webdata / SAMPLE_NAME}",
+                                                            f"--input {other}")
+    assert _snapshot(output) == before
+    monkeypatch.chdir(webdata)
+    assert _invoke("run", "--input", SAMPLE_NAME, "--output", str(output), "--num-shards", "2").exit_code == 0
+    assert _invoke(*run_other, "--allow-other-settings").exit_code == 0
+    assert read_manifest(str(output)).config["inputs"] == [str(other)]
 
 
 def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published, webdata, tmp_path):
@@ -120,7 +159,7 @@ def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published
         ends.append(offset)
     cut = tmp_path / "cut.warc.wet.gz"
     cut.write_bytes(data[: ends[-1] + 50])
-    run_cut = ("run", "--input", str(cut), "--output", str(output), "--num-shards", "2")
+    run_cut = ("run", "--input", str(cut), "--output", str(output), "--num-shards", "2", "--allow-other-settings")
     line = _one_line_error(_invoke(*run_cut))
     assert line.startswith("Error: the run skipped bad input (1 corrupt_gzip; the log above names each) and read "
                            f"20 pages, where the run that made {output} skipped none and read 335: it kept 10 "
@@ -132,7 +171,8 @@ def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published
     assert sum(split.num_rows for split in read_manifest(str(output)).splits.values()) == 10
     cut_more = tmp_path / "cut-more.warc.wet.gz"  # the same one problem, fewer pages: still worse
     cut_more.write_bytes(data[: ends[9] + 50])
-    line = _one_line_error(_invoke("run", "--input", str(cut_more), "--output", str(output), "--num-shards", "2"))
+    line = _one_line_error(_invoke("run", "--input", str(cut_more), "--output", str(output), "--num-shards", "2",
+                                   "--allow-other-settings"))
     assert "skipped bad input (1 corrupt_gzip; the log above names each) and read 10 pages, where the run that " \
            f"made {output} skipped 1 and read 20:" in line
 
@@ -316,8 +356,8 @@ def test_ctrl_c_is_one_line_and_leaves_the_published_corpus(published, webdata, 
     output = shutil.copytree(published, tmp_path / "en")
     before = _snapshot(output)
     command = [str(Path(sys.executable).parent / "c4prep"), "run", "--input", str(inputs), "--output", str(output),
-               "--num-shards", "2", "--progress-interval", "0.2", f"--direct_running_mode={mode}",
-               "--direct_num_workers=2"]
+               "--num-shards", "2", "--allow-other-settings", "--progress-interval", "0.2",
+               f"--direct_running_mode={mode}", "--direct_num_workers=2"]
     with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                           start_new_session=True) as job:
         first = job.stderr.readline()

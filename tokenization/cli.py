@@ -5,6 +5,7 @@ import time
 
 import click
 
+from c4prep.output_settings import ALLOW_FLAG
 from c4prep.shard_formats import FORMATS
 from c4prep.user_errors import (
     UserError,
@@ -13,7 +14,6 @@ from c4prep.user_errors import (
     reported_as_user_errors,
 )
 
-from .output_settings import ALLOW_FLAG
 from .train_vocab import MODEL_TYPES
 
 DEFAULT_DOCUMENTS = "c4prep_data/c4/en"
@@ -61,7 +61,7 @@ def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, lan
     from c4prep.manifest import ManifestError
     from c4prep.shards import UnsupportedUriError
 
-    from .output_settings import OtherSettingsError
+    from c4prep.output_settings import OtherSettingsError
     from .train_vocab import VocabConfig, VocabError, train_vocabulary
 
     config = VocabConfig(inputs=list(inputs or [DEFAULT_DOCUMENTS]), output=output, vocab_size=vocab_size,
@@ -114,7 +114,7 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
     from c4prep.runner_results import JobInputError, RunnerSetupError
     from c4prep.shards import UnsupportedUriError
 
-    from .output_settings import OtherSettingsError
+    from c4prep.output_settings import OtherSettingsError
     from .run_tokenize import NAMESPACE, TokenizeConfig, TokenizeError, run_tokenize
     from .train_vocab import VocabError
 

@@ -27,11 +27,11 @@ from c4prep.manifest import (
     read_listed_shard,
     read_manifest,
 )
+from c4prep.output_settings import Content, Settings, check_same_settings
 from c4prep.shard_formats import check_format
 from c4prep.shards import join_uri, resolve_uri, shard_name, write_shard
 from c4prep.staged_output import staged_output, write_info_file
 
-from .output_settings import Content, Settings, check_same_settings
 from .token_shards import token_batch, token_schema
 from .train_vocab import locate_vocabulary
 from .vocabulary import SentencePieceVocabulary
@@ -123,7 +123,7 @@ def _settings(extra: dict[str, Any], shard_format: str) -> Settings:
 
 
 def _check_replaceable(config: TokenizeConfig, extra: dict[str, Any]) -> None:
-    """An :class:`~.output_settings.OtherSettingsError` when ``config.output`` holds token shards made with other
+    """An :class:`~c4prep.output_settings.OtherSettingsError` when ``config.output`` holds token shards made with other
     settings than this run's (its manifest's ``extra``), unless ``config.allow_other_settings``."""
     if config.allow_other_settings:
         return

@@ -28,9 +28,9 @@ from c4prep.manifest import (
     output_folder,
     read_manifest,
 )
+from c4prep.output_settings import Content, Settings, check_same_settings
 from c4prep.shards import atomic_output, join_uri, resolve_uri
 
-from .output_settings import Content, Settings, check_same_settings
 from .sampling import BottomKSample, LineStats, document_lines, stream_key
 from .vocabulary import EOS_ID, PAD_ID, UNK_ID
 
@@ -227,7 +227,7 @@ def _settings(config: Mapping[str, Any], sources: Sequence[Mapping[str, Any]]) -
 
 
 def _check_replaceable(config: VocabConfig, manifests: Sequence[Manifest]) -> None:
-    """An :class:`~.output_settings.OtherSettingsError` when ``config.output`` holds a vocabulary made with other
+    """An :class:`~c4prep.output_settings.OtherSettingsError` when ``config.output`` holds a vocabulary made with other
     settings or inputs than this run's (``manifests``: its inputs'), unless ``config.allow_other_settings``."""
     if config.allow_other_settings:
         return

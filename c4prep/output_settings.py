@@ -1,8 +1,9 @@
-"""The refusal of `c4prep vocab` and `c4prep tokenize` to replace an output made with other settings.
+"""The refusal of `c4prep run`, `c4prep vocab` and `c4prep tokenize` to replace an output made with other settings.
 
-What uses an output breaks when another replaces it: a training run reads the token shards, and token shards name
-their vocabulary by SHA-256. A run with the same settings gives the same output (it re-creates a deleted shard),
-so it goes on; ``--allow-other-settings`` replaces the output anyway.
+What uses an output breaks when another replaces it: a vocabulary and token shards are made from documents, a
+training run reads the token shards, and token shards name their vocabulary by SHA-256; and a mistyped input or
+option would replace a corpus with a smaller or another one. A run with the same settings gives the same output (it
+re-creates a deleted shard), so it goes on; ``--allow-other-settings`` replaces the output anyway.
 """
 from __future__ import annotations
 
