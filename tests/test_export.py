@@ -313,6 +313,38 @@ def test_checkpoints_that_contradict_the_runs_config_are_refused_but_dropout_may
     assert not out.exists()
 
 
+def test_a_checkpoint_of_another_family_copied_into_a_run_is_refused(t5_export, gpt_exports, tmp_path):
+    """A T5 checkpoint in a GPT run's folder exported with a card describing the GPT run's config.yaml, exit 0."""
+    run, out = Path(shutil.copytree(gpt_exports["tokens"][0], tmp_path / "run")), tmp_path / "out"
+    checkpoint = resolve_checkpoint(run)
+    shutil.copy(resolve_checkpoint(t5_export[0]), checkpoint)
+    assert _refusal(str(run), str(out)) == (f"Error: {checkpoint} holds a t5 model, the run's config.yaml a gpt one: "
+                                           "export a checkpoint that this run wrote, with the config.yaml it trained "
+                                           "with")
+    assert not out.exists()
+
+
+def test_an_output_that_cannot_be_written_or_is_remote_is_one_line(t5_export, tmp_path):
+    """A file as OUT's parent was a NotADirectoryError traceback; gs://bucket/out wrote the local folder gs:/."""
+    (tmp_path / "afile").write_text("")
+    assert _refusal(str(t5_export[0]), str(tmp_path / "afile" / "out")).startswith(
+        f"Error: cannot write {tmp_path / 'afile' / 'out'}: Not a directory")
+    assert _refusal(str(t5_export[0]), "gs://bucket/out") == (
+        "Error: gs://bucket/out: export writes a local folder; export there, then copy it (e.g. gsutil cp -r, aws s3 "
+        "cp --recursive)")
+    assert not Path("gs:").exists()
+
+
+def test_gpt_exports_name_no_token_their_vocabulary_lacks(gpt_exports):
+    """GPT-2's default BOS/EOS id 50256 stayed in config.json: outside a 1,100-id vocabulary (transformers 5 warns)."""
+    for name, (_, out) in gpt_exports.items():
+        config = json.loads((out / "config.json").read_text())
+        vocab_size = config["vocab_size"]
+        for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            assert config[key] is None or 0 <= config[key] < vocab_size, (name, key, config[key])
+    assert json.loads((gpt_exports["words"][1] / "config.json").read_text())["bos_token_id"] == 1
+
+
 def test_an_export_removes_the_folders_that_killed_exports_into_its_output_left(t5_export, tmp_path, caplog):
     killed = [tmp_path / ".hf.partial-0123abcd", tmp_path / ".hf.partial-89efcdab"]
     kept = [tmp_path / ".other.partial-0123abcd", tmp_path / ".hf.partial-mine"]

@@ -43,7 +43,7 @@ def save_tensors(tensors: dict[str, Tensor], path: Path) -> None:
 
 def write_hf_model(model: nn.Module, spec: dict[str, Any], folder: Path, token_ids: dict[str, int]) -> str:
     """Write ``model`` (our T5 or a GPT that maps to GPT-2) as an HF folder; ``token_ids``: the tokenizer's
-    ``bos/eos/pad_token_id``. Returns the architecture."""
+    ``bos/eos/pad_token_id`` (a GPT's config sets the ones the tokenizer lacks to null). Returns the architecture."""
     architecture, config = hf_layout(model)
     if isinstance(model, T5):
         weights = hf_weights(model)
@@ -51,6 +51,7 @@ def write_hf_model(model: nn.Module, spec: dict[str, Any], folder: Path, token_i
                       "pad_token_id": model.config.pad_id}
     else:
         weights = gpt_state_dict_to_hf(model)
+        token_ids = {"bos_token_id": None, "eos_token_id": None, **token_ids}  # not GPT-2's 50256: none it lacks
         config.update(token_ids)
         generation = dict(token_ids)
     write_json(folder / "config.json", {"architectures": [architecture], **config, "c4prep_model_spec": spec})

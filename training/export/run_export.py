@@ -24,13 +24,20 @@ log = logging.getLogger(__name__)
 def export_run(source: str | Path, output: str | Path, vocab: str | None = None) -> dict[str, Any]:
     """Export the checkpoint ``source`` names (a run folder: its latest) into the new or empty folder ``output``;
     ``vocab``: the SentencePiece vocabulary, when the run's data no longer names where it is."""
+    if "://" in str(output):
+        raise ExportError(f"{output}: export writes a local folder; export there, then copy it (e.g. gsutil cp -r, "
+                          "aws s3 cp --recursive)")
     run, output = read_run(source), Path(output)
     if output.exists() and not (output.is_dir() and not any(output.iterdir())):
         raise ExportError(f"{output} already exists and is not an empty folder: choose a new output folder")
     model = model_from_checkpoint(run.state).eval()
     _remove_unfinished_exports(output)
     staging = _staging_folder(output, uuid.uuid4().hex[:8])
-    staging.mkdir(parents=True)
+    try:
+        staging.mkdir(parents=True)
+    except OSError as error:
+        raise ExportError(f"cannot write {output}: {error.strerror} ({error.filename}); give a folder that can be "
+                          "written") from None
     try:
         architecture, lineage = _write_model(run, model, vocab, staging)
         files = sorted(p.name for p in staging.iterdir()) + ["README.md"]

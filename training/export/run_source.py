@@ -78,8 +78,11 @@ def check_recorded_model(run: TrainedRun) -> None:
     spec (another run's checkpoint, an edited config), compared as the stages do (``check_model_settings``): within
     the family, dropout aside, over the fields a ``model:`` section sets (not the ids, adapters, AdaVAE's backbone)."""
     recorded, schema = run.config.get("model") or {}, MODEL_SCHEMAS.get(run.family)
-    if recorded.get("name") != run.family or schema is None:
+    if schema is None or not recorded.get("name"):  # an AdaVAE (config.yaml: its backbone), or no config.yaml
         return
+    if recorded["name"] != run.family:
+        raise ExportError(f"{run.checkpoint} holds a {run.family} model, the run's {RUN_CONFIG} a {recorded['name']} "
+                          f"one: export a checkpoint that this run wrote, with the {RUN_CONFIG} it trained with")
     settable = {item.name for item in fields(schema)}
     spec = {key: value for key, value in run.spec.items() if key in settable}
     differing = differing_fields(recorded, spec, ignored=REGULARISATION_FIELDS)
