@@ -184,3 +184,24 @@ def test_evaluate_uses_the_runs_objective_and_writes_next_to_it(t5_run, capsys):
     evaluated = load_config(["stage=evaluate", f"init_from={t5_run}"])
     assert (evaluated.objective.inputs_length, evaluated.objective.targets_length) == (64, 16)
     assert "stage: pretrain" in (t5_run / "config.yaml").read_text()  # the run's own config is left alone
+
+
+@pytest.mark.parametrize("stage", [["stage=evaluate"], ["stage=generate", PROMPTS]])
+def test_a_model_of_another_family_is_refused(t5_run, gpt_run, stage, tmp_path, capsys):
+    """`model=t5_tiny` with a GPT run was ignored (the checkpoint's GPT ran) and recorded in config.yaml as used."""
+    for run, model, family, given in ((gpt_run, "t5_tiny", "gpt", "t5"), (t5_run, "gpt_tiny", "t5", "gpt")):
+        output = tmp_path / family
+        assert main([*stage, f"init_from={run}", f"model={model}", f"output_dir={output}", *QUIET]) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"train: error: init_from={run} is a {family} checkpoint, but the model settings give a {given} model: the "
+            "model comes from init_from, so leave out model= (the run's is used) or give the one it trained with")
+        assert not output.exists()
+
+
+def test_continued_pretraining_of_another_family_leaves_no_run_folder(t5_run, sample_tokens, tmp_path, capsys):
+    """Refused in one line, but the run folder was made first (config.yaml recording the GPT that never trained)."""
+    output = tmp_path / "run"
+    assert main(["model=gpt_tiny", "objective=lm", f"data.tokens={sample_tokens}", f"init_from={t5_run}",
+                 "trainer.max_steps=1", f"output_dir={output}", *QUIET]) == 2
+    assert f"init_from={t5_run} is a t5 checkpoint but the config's model is gpt" in capsys.readouterr().err
+    assert not output.exists()

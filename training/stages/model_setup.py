@@ -8,7 +8,7 @@ import torch
 
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..config_errors import TrainConfigError
-from ..config_groups import TrainConfig, model_settings
+from ..config_groups import MODEL_SCHEMAS, TrainConfig, model_settings
 from ..config_runs import REGULARISATION_FIELDS, RUN_CONFIG, trained_run_folder
 from ..data.token_rows import RowBuilder
 from ..data.decoder_rows import DecoderRowBuilder
@@ -54,15 +54,22 @@ CHECKPOINT_FIELDS = ("vocab_size", "adapter_dim")  # set by the data and finetun
 def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> None:
     """A one-line error when the ``model:`` section sets the architecture of ``init_from``'s model of the same family
     otherwise (``model=t5_small`` for a t5_tiny run), which the checkpoint's would silently replace; the dropout may
-    differ (:func:`finetuning_state`)."""
+    differ (:func:`finetuning_state`). So is a model of another family (an AdaVAE's spec is its own) where the run
+    folder records its model, which the stages take unless ``model=`` is given."""
     settings = model_settings(cfg.model)
-    if settings.get("name") != checkpoint_spec.get("name"):
+    family, configured = checkpoint_spec.get("name"), settings.get("name")
+    recorded = (trained_run_folder(cfg.init_from) / RUN_CONFIG).is_file()
+    if configured != family and family in MODEL_SCHEMAS and recorded:
+        raise TrainConfigError(f"init_from={cfg.init_from} is a {family} checkpoint, but the model settings give a "
+                               f"{configured} model: the model comes from init_from, so leave out model= (the run's "
+                               "is used) or give the one it trained with")
+    if configured != family:
         return
     differing = differing_fields(settings, checkpoint_spec, ignored={*REGULARISATION_FIELDS, *CHECKPOINT_FIELDS})
     if differing:
         key = differing[0]
         held, given = (_shown(spec.get(key)) for spec in (checkpoint_spec, settings))
-        if not (trained_run_folder(cfg.init_from) / RUN_CONFIG).is_file():
+        if not recorded:
             raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={held}, the model settings "
                                    f"give {given}, and its run folder has no {RUN_CONFIG} to take the run's from: give "
                                    "the model= it trained with")

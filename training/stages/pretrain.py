@@ -13,6 +13,8 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
+import torch
+
 from ..config_groups import TrainConfig
 from ..data.kept_vocabulary import sha256_run_files
 from ..trainer import Trainer
@@ -23,10 +25,9 @@ from .run import RunContext, fit_summary, keep_run_files, pretrain_on_rows, row_
 log = logging.getLogger(__name__)
 
 
-def build_pretrain_trainer(cfg: TrainConfig, ctx: RunContext, data: TrainingData) -> Trainer:
+def build_pretrain_trainer(cfg: TrainConfig, ctx: RunContext, data: TrainingData, model: torch.nn.Module,
+                           model_spec: dict[str, Any]) -> Trainer:
     """Everything wired and restored (when resuming), ready for ``fit()``."""
-    model, model_spec = initial_model(cfg, data.vocab_size)
-    check_rows_fit(model, data.row_builder)
     return row_set_trainer(cfg, ctx, data.train, data.validation, data.batch_loss, model, model_spec, drop_last=True,
                            checkpoint_config=asdict(cfg.objective))
 
@@ -37,9 +38,11 @@ def run_token_pretrain(cfg: TrainConfig) -> dict[str, Any]:
     data = pretrain_data(cfg.data, cfg.objective, cfg.seed, cfg.model.name == "gpt", cfg.z_loss)
     if cfg.init_from:
         check_run_vocabulary(cfg.init_from, data.model_sha256, f"data.tokens={cfg.data.tokens}")
-    ctx = start_run(cfg)  # after the data's checks: a refused run leaves no run folder behind
+    model, model_spec = initial_model(cfg, data.vocab_size)
+    check_rows_fit(model, data.row_builder)
+    ctx = start_run(cfg)  # after the data's and the model's checks: a refused run leaves no run folder behind
     keep_run_files(ctx, sha256_run_files(data.model_sha256))
-    return fit_summary(ctx, build_pretrain_trainer(cfg, ctx, data))
+    return fit_summary(ctx, build_pretrain_trainer(cfg, ctx, data, model, model_spec))
 
 
 def run_sentence_pretrain(cfg: TrainConfig) -> dict[str, Any]:
