@@ -294,8 +294,8 @@ def test_a_resume_with_other_settings_is_refused_and_keeps_the_runs_record(sampl
     capsys.readouterr()
     assert train(sample_tokens, tmp_path, "trainer.max_steps=2", *change) == 2
     line = one_line_error(capsys)
-    assert message in line and line.endswith(f"give a new output_dir, resume=never to start over in it, or its "
-                                              f"settings ({tmp_path / 'run' / 'config.yaml'})")
+    assert message in line and "give a new output_dir, resume=never to start over in it, or its settings (" in line
+    assert line.endswith(f"; {tmp_path / 'run' / 'config.yaml'})")  # the first setting's value there, then where
     assert (tmp_path / "run" / "config.yaml").read_text() == record
     assert train(sample_tokens, tmp_path, "trainer.max_steps=2", "trainer.log_every=1") == 0  # longer, logged more
     assert "max_steps: 2" in (tmp_path / "run" / "config.yaml").read_text()
@@ -314,8 +314,8 @@ def test_a_resume_checks_the_settings_its_checkpoint_holds(sample_tokens, tmp_pa
     assert train(sample_tokens, tmp_path, "trainer.max_steps=2", "optimizer.lr=0.5") == 2
     line = one_line_error(capsys)
     assert "optimizer.lr is 1.0 there and 0.5 now;" in line
-    assert line.endswith(f"or its settings (as its checkpoint {tmp_path / 'run' / 'checkpoints' / 'step_00000001.pt'} "
-                         "records them)")
+    assert line.endswith(f"or its settings (optimizer.lr=1.0; as its checkpoint "
+                         f"{tmp_path / 'run' / 'checkpoints' / 'step_00000001.pt'} records them)")
 
 
 def test_an_output_dir_that_cannot_be_a_folder_is_one_line(sample_tokens, tmp_path, capsys):

@@ -90,7 +90,7 @@ def check_resumable_settings(run_dir: Path, cfg: TrainConfig, checkpoint: tuple[
     more = f" (and {', '.join(other for other, _, _ in conflicts[1:])})" if len(conflicts) > 1 else ""
     raise TrainConfigError(f"{run_dir} holds a run with other settings, which resuming it would mix with these: "
                            f"{key} is {_setting(old)} there and {_setting(new)} now{more}; give a new output_dir, "
-                           f"resume=never to start over in it, or its settings ({source})")
+                           f"resume=never to start over in it, or its settings ({key}={_setting(old)}; {source})")
 
 
 def _setting(value: Any) -> str:
