@@ -205,3 +205,11 @@ def test_continued_pretraining_of_another_family_leaves_no_run_folder(t5_run, sa
                  "trainer.max_steps=1", f"output_dir={output}", *QUIET]) == 2
     assert f"init_from={t5_run} is a t5 checkpoint but the config's model is gpt" in capsys.readouterr().err
     assert not output.exists()
+
+
+def test_a_setting_the_runs_size_decides_is_named_by_that_size(gpt_run, tmp_path, capsys):
+    """The message said the GPT held n_layer 'unset (the default)', though gpt_tiny sets it."""
+    assert main(["stage=generate", PROMPTS, f"init_from={gpt_run}", "model.n_layer=6", f"output_dir={tmp_path}",
+                 *QUIET]) == 2
+    assert (f"init_from={gpt_run} holds a model with n_layer=that of size='gpt_tiny', the model settings give 6"
+            in capsys.readouterr().err)

@@ -68,7 +68,7 @@ def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> N
     differing = differing_fields(settings, checkpoint_spec, ignored={*REGULARISATION_FIELDS, *CHECKPOINT_FIELDS})
     if differing:
         key = differing[0]
-        held, given = (_shown(spec.get(key)) for spec in (checkpoint_spec, settings))
+        held, given = (_shown(spec, key) for spec in (checkpoint_spec, settings))
         if not recorded:
             raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={held}, the model settings "
                                    f"give {given}, and its run folder has no {RUN_CONFIG} to take the run's from: give "
@@ -78,9 +78,12 @@ def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> N
                                "are used) or give the ones it trained with")
 
 
-def _shown(value: Any) -> str:
-    """A model setting as a message quotes it: unset where a spec leaves it to the model's default."""
-    return "unset (the default)" if value is None else repr(value)
+def _shown(spec: Mapping[str, Any], key: str) -> str:
+    """A spec's model setting as a message quotes it: where the spec leaves it unset, its size preset's (or the
+    model's default)."""
+    if spec.get(key) is not None:
+        return repr(spec[key])
+    return f"that of size={spec['size']!r}" if spec.get("size") else "unset (the default)"
 
 
 def initial_model(cfg: TrainConfig, vocab_size: int) -> tuple[torch.nn.Module, dict[str, Any]]:
