@@ -1,12 +1,14 @@
 """AdaVAE export: the tuned modules (every state-dict entry that is not a frozen backbone weight: posterior,
 latent injection, adapters or prefix, and the backbone entries the run trained, e.g. its layer norms) as
-``adavae.safetensors``, and ``adavae_config.json`` with the model spec, the backbone the run started from and a
-SHA-256 of the frozen backbone weights. :func:`adavae_from_export` puts them back on that backbone.
+``adavae.safetensors``, and ``adavae_config.json`` with the model spec, the backbone the run started from (the
+checkpoint file, for a c4prep run) and a SHA-256 of the frozen backbone weights. :func:`adavae_from_export` puts
+them back on that backbone.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,8 @@ from .run_source import ExportError
 WEIGHTS_NAME = "adavae.safetensors"
 CONFIG_NAME = "adavae_config.json"
 FORMAT = "c4prep-adavae-export"
+
+log = logging.getLogger(__name__)
 
 
 def split_state(model: nn.Module) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
@@ -47,6 +51,23 @@ def frozen_sha256(frozen: dict[str, Tensor]) -> str:
         digest.update(f"{name}\t{tensor.dtype}\t{tuple(tensor.shape)}\n".encode())
         digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
     return digest.hexdigest()
+
+
+def backbone_source(init_from: str | None, model: nn.Module) -> str | None:
+    """Where the AdaVAE ``model``'s backbone is: ``init_from``; where that is a c4prep run folder, its newest
+    checkpoint holding the frozen backbone weights (its latest is another once the run trains on), or the folder
+    when none does (give the backbone to :func:`adavae_from_export`)."""
+    if not init_from or not Path(init_from).is_dir() or (Path(init_from) / "config.json").is_file():
+        return init_from
+    frozen = {name.removeprefix("backbone."): tensor for name, tensor in split_state(model)[1].items()}
+    for checkpoint in sorted((Path(init_from) / "checkpoints").glob("step_*.pt"), reverse=True):
+        weights = model_from_checkpoint(load_checkpoint(checkpoint)).state_dict()
+        if all(name in weights and weights[name].shape == tensor.shape and torch.equal(weights[name], tensor)
+               for name, tensor in frozen.items()):
+            return str(checkpoint)
+    log.warning("no checkpoint of %s holds this AdaVAE's backbone weights: give the backbone to adavae_from_export",
+                init_from)
+    return init_from
 
 
 def write_adavae(model: nn.Module, spec: dict[str, Any], backbone: str | None, folder: Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..stages.model_setup import model_from_checkpoint
-from .adavae import write_adavae
+from .adavae import backbone_source, write_adavae
 from .hf_folders import hf_layout, write_hf_model
 from .hf_tokenizers import write_tokenizer
 from .model_card import model_card
@@ -67,7 +67,7 @@ def _remove_unfinished_exports(output: Path) -> None:
 def _write_model(run: TrainedRun, model: Any, vocab: str | None, folder: Path) -> tuple[str, dict[str, Any]]:
     """Write the model files (and tokenizer) into ``folder``; the architecture written and the data lineage."""
     if run.family == "adavae":
-        backbone = run.config.get("init_from")
+        backbone = backbone_source(run.config.get("init_from"), model)
         config = write_adavae(model, run.spec, backbone, folder)
         return "AdaVAE", {"backbone": {"source": backbone, **config["backbone"]}}
     objective = run.state.get("config", {}).get("name")  # what a GPT pre-trained on token shards was trained on
