@@ -9,7 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from click.testing import CliRunner
 
+from c4prep.cli import main as c4prep_main
 from c4prep.training.checkpoint import load_checkpoint, save_checkpoint
 from c4prep.training.cli import main
 from c4prep.training.config import load_config
@@ -213,3 +215,42 @@ def test_a_setting_the_runs_size_decides_is_named_by_that_size(gpt_run, tmp_path
                  *QUIET]) == 2
     assert (f"init_from={gpt_run} holds a model with n_layer=that of size='gpt_tiny', the model settings give 6"
             in capsys.readouterr().err)
+
+
+def _swapped(text: str, first: str, second: str) -> str:
+    return text.replace(first, "\0").replace(second, first).replace("\0", second)
+
+
+@pytest.mark.parametrize("kind", ["chars", "words"])
+def test_an_edited_run_vocabulary_is_refused_by_generate_and_export(shakespeare, ptb_gpt_run, kind, tmp_path,
+                                                                    capsys):
+    """Two characters (words) swapped in the kept vocabulary: generate decoded with it, export shipped it, exit 0."""
+    source, name = {"chars": (shakespeare.run, CHAR_VOCABULARY_FILE),
+                    "words": (ptb_gpt_run, "word_vocabulary.json")}[kind]
+    run = shutil.copytree(source, tmp_path / "run")
+    kept = run / name
+    kept.write_text(_swapped(kept.read_text(encoding="utf-8"), *{"chars": ('"a"', '"e"'),
+                                                                 "words": ('"the"', '"of"')}[kind]), encoding="utf-8")
+    checkpoint = sorted((run / "checkpoints").glob("step_*.pt"))[-1]
+    refusal = (f"{kept} is not the file {checkpoint} was trained with (its SHA-256 is not the one the checkpoint "
+               "records): restore it")
+    assert main(["stage=generate", f"init_from={run}", 'generate.prompts=["the"]', *QUIET]) == 2
+    assert capsys.readouterr().err.strip() == f"train: error: {refusal}"
+    result = CliRunner().invoke(c4prep_main, ["export", str(run), str(tmp_path / "hf")])
+    assert result.exit_code == 2 and result.output.strip().splitlines()[-1] == f"Error: {refusal}"
+
+
+def test_a_resume_on_other_characters_is_refused_before_it_replaces_the_kept_ones(shakespeare, tmp_path, capsys):
+    """The resume rewrote char_vocabulary.json with the new text's characters, then was refused: the run's record of
+    what its ids mean was lost."""
+    run = shutil.copytree(shakespeare.run, tmp_path / "run")
+    kept = (run / CHAR_VOCABULARY_FILE).read_text(encoding="utf-8")
+    other = tmp_path / "other.txt"
+    other.write_text("a short text of other characters\n" * 50, encoding="utf-8")
+    assert main(["experiment=shakespeare_char", "trainer.max_steps=60", "schedule.options.warmup_steps=2",
+                 "model=gpt_tiny", f"data.text={other}",
+                 "trainer.tensorboard=false", f"output_dir={run}"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"train: error: {run} holds a run whose {CHAR_VOCABULARY_FILE} differs from the one this data builds: resume "
+        "it on the data it trained on, or give a new output_dir")
+    assert (run / CHAR_VOCABULARY_FILE).read_text(encoding="utf-8") == kept

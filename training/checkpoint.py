@@ -8,10 +8,13 @@ fully written, so a crash never leaves a half checkpoint that a resume would pic
 A checkpoint holds only tensors and plain containers (dict, list, tuple, str, int, float, bool, None), so it loads
 with ``torch.load(weights_only=True)``: loading a file from anywhere (``init_from=``) never runs code from it. Its
 zip entries are checked against the CRC-32 that ``torch.save`` recorded for each before it loads, which torch does
-not do: a changed byte in the weights would otherwise load.
+not do: a changed byte in the weights would otherwise load. It records the SHA-256 of the run folder's files that
+say what its ids mean (``run_files``: a character or word vocabulary, a SentencePiece model's hash), and loading it
+refuses such a file that has changed since.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import warnings
@@ -22,6 +25,7 @@ from typing import Any
 import torch
 
 LATEST = "latest"
+RUN_FILES_FIELD = "run_files"  # file name -> SHA-256, of the run folder's files that say what its ids mean
 REQUIRED_FIELDS = {"step": int, "model": dict, "model_spec": dict}  # in every checkpoint of `train`; stages read them
 _STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
 # torch's weights-only refusals of a Python object: not allowed, or of a module it blocks (os.system: posix.system)
@@ -111,7 +115,24 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if named and int(named[1]) != state["step"]:
         raise CheckpointError(f"{path} holds step {state['step']}, not the step its name gives: it was renamed or "
                               "copied over; restore the file or pass the one that holds that step")
+    _check_run_files(path, state.get(RUN_FILES_FIELD) or {})
     return state
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _check_run_files(path: Path, recorded: dict[str, str]) -> None:
+    """A :class:`CheckpointError` when a file of the run folder of checkpoint ``path`` is not the one whose SHA-256
+    it ``recorded``: its ids would mean other characters, words or pieces. A file that is not there is left to the
+    stage that reads it."""
+    folder = path.parents[1] if path.parent.name == "checkpoints" else path.parent
+    for name, sha256 in sorted(recorded.items()):
+        kept = folder / name
+        if kept.is_file() and file_sha256(kept) != sha256:
+            raise CheckpointError(f"{kept} is not the file {path} was trained with (its SHA-256 is not the one the "
+                                  "checkpoint records): restore it")
 
 
 def _check_recorded_crcs(path: Path) -> None:

@@ -12,14 +12,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checkpoint import CheckpointError, latest_checkpoint, load_checkpoint
+from ..checkpoint import RUN_FILES_FIELD, CheckpointError, file_sha256, latest_checkpoint, load_checkpoint
 from ..config import settings_values, to_yaml
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig, TrainerConfig
 from ..config_runs import RUN_CONFIG, recorded_settings, trained_run_folder
 from ..data.batches import BatchPlan, make_loader
+from ..data.char_vocabulary import VOCABULARY_FILE as CHAR_VOCABULARY_FILE
+from ..data.kept_vocabulary import SHA256_FILE
 from ..data.row_batches import RowBatches, length_order, row_set_eval_batches
 from ..data.row_source import RowSource
+from ..data.sentence_files import VOCABULARY_FILE as WORD_VOCABULARY_FILE
 from ..distributed import DistEnv, init_distributed, select_device
 from ..optim import build_optimizer, decay_groups
 from ..resume_settings import resume_conflicts
@@ -29,6 +32,7 @@ from .data_setup import TrainingData
 from .model_setup import differing_fields, initial_model
 
 PACKED_ROW_MULTIPLE_FOR_GRAPHS = 8
+RUN_FILES = (CHAR_VOCABULARY_FILE, WORD_VOCABULARY_FILE, SHA256_FILE)  # what a run's ids mean (keep_run_files)
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +125,12 @@ def optimization_from_config(cfg: TrainConfig, model: torch.nn.Module) -> tuple[
 def checkpoint_record(cfg: TrainConfig, model_spec: dict[str, Any], data_fingerprint: str,
                       config: dict[str, Any]) -> dict[str, Any]:
     """What a stage's checkpoints hold beside the training state: the model spec, the data's fingerprint, the
-    settings the run trains with, and ``config`` (what the stages that use the run read, with the stage)."""
+    settings the run trains with, ``config`` (what the stages that use the run read, with the stage) and the SHA-256
+    of the run files its folder keeps (:func:`keep_run_files`)."""
+    kept = {name: file_sha256(Path(cfg.output_dir) / name) for name in RUN_FILES
+            if (Path(cfg.output_dir) / name).is_file()}
     return {"model_spec": model_spec, "data_fingerprint": data_fingerprint, "settings": settings_values(cfg),
-            "config": config | {"stage": cfg.stage}}
+            "config": config | {"stage": cfg.stage}, RUN_FILES_FIELD: kept}
 
 
 def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
@@ -223,7 +230,14 @@ def check_run_files(init_from: str, run_files: dict[str, str]) -> None:
 
 
 def keep_run_files(ctx: RunContext, run_files: dict[str, str]) -> None:
-    """Write the files that say what the run's ids mean into its folder."""
+    """Write the files that say what the run's ids mean into its folder; a one-line error, before any is replaced,
+    when a run to resume there keeps other ones (its data's characters or words, or its vocabulary, changed)."""
+    if ctx.cfg.resume != "never" and latest_checkpoint(ctx.run_dir) is not None:
+        for name, text in run_files.items():
+            kept = ctx.run_dir / name
+            if kept.is_file() and kept.read_text(encoding="utf-8") != text:
+                raise TrainConfigError(f"{ctx.run_dir} holds a run whose {name} differs from the one this data "
+                                       "builds: resume it on the data it trained on, or give a new output_dir")
     if ctx.env.is_main:
         for name, text in run_files.items():
             (ctx.run_dir / name).write_text(text, encoding="utf-8")
