@@ -7,9 +7,11 @@ re-creates a deleted shard), so it goes on; ``--allow-other-settings`` replaces 
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from c4prep.manifest import Manifest, ManifestError, read_manifest
 
 ALLOW_FLAG = "--allow-other-settings"
 
@@ -45,3 +47,14 @@ def check_same_settings(output: str, held: str, recorded: Settings, wanted: Sett
             raise OtherSettingsError(
                 f"{output} holds {held} made with {option} {_shown(old)}; this run asks for {option} {_shown(new)}, "
                 f"so it left {output} unchanged: give another --output, or pass {ALLOW_FLAG} to replace it")
+
+
+def check_published_settings(output: str, held: str, recorded: Callable[[Manifest], Settings],
+                             wanted: Settings) -> None:
+    """:func:`check_same_settings` against the settings ``recorded`` reads from the manifest published in ``output``;
+    nothing to compare (nor keep) where none is, or it does not read."""
+    try:
+        published = read_manifest(output)
+    except ManifestError:
+        return
+    check_same_settings(output, held, recorded(published), wanted)

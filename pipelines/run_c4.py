@@ -20,7 +20,7 @@ from c4prep.manifest import (
     output_folder,
     read_manifest,
 )
-from c4prep.output_settings import Settings, check_same_settings
+from c4prep.output_settings import Settings, check_published_settings
 from c4prep.progress import ProgressSettings
 from c4prep.runner_results import RunnerSetupError
 from c4prep.schemas import DOCUMENT_SCHEMA
@@ -191,13 +191,9 @@ def check_replaceable(config: RunConfig) -> None:
     """An :class:`~c4prep.output_settings.OtherSettingsError` when ``config.output`` holds a corpus made with other
     inputs or settings than this run's (a mistyped --input would replace it with a smaller one), unless
     ``config.allow_other_settings``."""
-    if config.allow_other_settings:
-        return
-    try:
-        published = read_manifest(config.output)
-    except ManifestError:  # nothing published, or a manifest that cannot be read: nothing good to keep
-        return
-    check_same_settings(config.output, "a corpus", _settings(published.config), _settings(asdict(config)))
+    if not config.allow_other_settings:
+        check_published_settings(config.output, "a corpus", lambda published: _settings(published.config),
+                                 _settings(asdict(config)))
 
 
 def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str,

@@ -20,14 +20,13 @@ from c4prep.beam_runs import CounterCache, job_pipeline, pipeline_options, run_t
 from c4prep.manifest import (
     TOKENS,
     Manifest,
-    ManifestError,
     build_manifest,
     manifest_fingerprint,
     output_folder,
     read_listed_shard,
     read_manifest,
 )
-from c4prep.output_settings import Content, Settings, check_same_settings
+from c4prep.output_settings import Content, Settings, check_published_settings
 from c4prep.shard_formats import check_format
 from c4prep.shards import join_uri, resolve_uri, shard_name, write_shard
 from c4prep.staged_output import staged_output, write_info_file
@@ -125,14 +124,10 @@ def _settings(extra: dict[str, Any], shard_format: str) -> Settings:
 def _check_replaceable(config: TokenizeConfig, extra: dict[str, Any]) -> None:
     """An :class:`~c4prep.output_settings.OtherSettingsError` when ``config.output`` holds token shards made with other
     settings than this run's (its manifest's ``extra``), unless ``config.allow_other_settings``."""
-    if config.allow_other_settings:
-        return
-    try:
-        published = read_manifest(config.output)
-    except ManifestError:  # nothing published, or a manifest that cannot be read: nothing good to keep
-        return
-    check_same_settings(config.output, TOKENS, _settings(published.extra, published.shard_format),
-                        _settings(extra, config.format))
+    if not config.allow_other_settings:
+        check_published_settings(config.output, TOKENS,
+                                 lambda published: _settings(published.extra, published.shard_format),
+                                 _settings(extra, config.format))
 
 
 def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> TokenizeResult:
