@@ -125,6 +125,8 @@ def test_evaluate_stage_scores_a_checkpoint(sample_tokens, reference_run, tmp_pa
      "objective=lm gives no inputs (objective.inputs_length=0), which an encoder-decoder needs"),  # a traceback before
     (["+objective.params.vocab_size=50"], "objective.params.vocab_size comes from the token shards' vocabulary"),
     (["+objective.params.eos_id=5"], "objective.params.eos_id comes from the token shards' vocabulary"),  # trained
+    (["+objective.params.mean_noise_span_lenght=3"], "bad objective settings: objective 'span_corruption' has no "
+     "parameter 'mean_noise_span_lenght'"),  # it said the shards' 100 sentinel ids needed a re-tokenize
     (["finetune.adapter_dim=-1"], "finetune.adapter_dim must be >= 0, got -1"),  # a traceback from torch before
     (["finetune.unfreeze_every=-5"], "finetune.unfreeze_every must be >= 0, got -5"),  # accepted before
 ])

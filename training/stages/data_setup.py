@@ -168,7 +168,7 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
         segment_length = objective.segment_length(inputs_length, targets_length)
     except ValueError as error:
         sentinels = (f" ({data.tokens} has {params['max_sentinels']} sentinel ids: more need a re-tokenize with a "
-                     "larger --extra-ids)" if "max_sentinels" in params else "")
+                     "larger --extra-ids)" if "max_sentinels" in params and "sentinel" in str(error) else "")
         raise TrainConfigError(f"bad objective settings{sentinels}: {error}") from None
     document_eos = data.document_eos or ("drop" if objective.composition.append_eos else "keep")
     log.info("%s: each document's EOS is %s", data.tokens, "dropped" if document_eos == "drop" else "kept")
