@@ -127,6 +127,9 @@ def test_evaluate_stage_scores_a_checkpoint(sample_tokens, reference_run, tmp_pa
     (["+objective.params.eos_id=5"], "objective.params.eos_id comes from the token shards' vocabulary"),  # trained
     (["+objective.params.mean_noise_span_lenght=3"], "bad objective settings: objective 'span_corruption' has no "
      "parameter 'mean_noise_span_lenght'"),  # it said the shards' 100 sentinel ids needed a re-tokenize
+    (["objective.inputs_length=512", "objective.targets_length=512", "objective.params.noise_density=0.5",
+      "objective.params.mean_noise_span_length=1"], "has 100 sentinel ids: more need a re-tokenize with a larger "
+     "--extra-ids): 510-token segments need 255 noise spans but there are only 100 sentinels"),
     (["finetune.adapter_dim=-1"], "finetune.adapter_dim must be >= 0, got -1"),  # a traceback from torch before
     (["finetune.unfreeze_every=-5"], "finetune.unfreeze_every must be >= 0, got -5"),  # accepted before
 ])

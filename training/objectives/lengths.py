@@ -60,6 +60,10 @@ def random_spans_length_plan(inputs_length: int, noise_density: float = 0.15,
     return tokens_length, targets_length
 
 
+class TooFewSentinelsError(ValueError):
+    """Segments that need more noise spans than there are sentinel ids."""
+
+
 @dataclass(frozen=True)
 class RandomSpansLengths:
     """Span corruption: T5's plan, one sentinel per span in the inputs and in the targets."""
@@ -77,7 +81,7 @@ class RandomSpansLengths:
             raise ValueError(f"inputs_length {inputs_length} is too short for span corruption")
         spans = noise_counts(tokens_length, objective.noise_density, objective.mean_noise_span_length)[1]
         if spans > objective.max_sentinels:
-            raise ValueError(f"{tokens_length}-token segments need {spans} noise spans but there are only "
+            raise TooFewSentinelsError(f"{tokens_length}-token segments need {spans} noise spans but there are only "
                              f"{objective.max_sentinels} sentinels: lower inputs_length or raise max_sentinels")
         for n in range(1, tokens_length + 1):
             lengths = self.output_lengths(objective, n)

@@ -40,6 +40,7 @@ from ..data.sentence_files import (
 from ..data.token_index import SampleIndex, TokenDataError, build_sample_index
 from ..data.token_rows import RowBuilder, TokenSampleRows
 from ..objectives import OBJECTIVES, make_objective
+from ..objectives.lengths import TooFewSentinelsError
 from ..trainer import BatchLoss
 
 log = logging.getLogger(__name__)
@@ -168,7 +169,7 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
         segment_length = objective.segment_length(inputs_length, targets_length)
     except ValueError as error:
         sentinels = (f" ({data.tokens} has {params['max_sentinels']} sentinel ids: more need a re-tokenize with a "
-                     "larger --extra-ids)" if "max_sentinels" in params and "sentinel" in str(error) else "")
+                     "larger --extra-ids)" if isinstance(error, TooFewSentinelsError) else "")
         raise TrainConfigError(f"bad objective settings{sentinels}: {error}") from None
     document_eos = data.document_eos or ("drop" if objective.composition.append_eos else "keep")
     log.info("%s: each document's EOS is %s", data.tokens, "dropped" if document_eos == "drop" else "kept")
