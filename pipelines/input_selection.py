@@ -19,8 +19,9 @@ class InputError(ValueError):
 
 
 def absolute_input(path: str) -> str:
-    """A local input path or pattern made absolute (a run records it so, wherever it ran from); a URI as it is."""
-    return path if "://" in path else os.path.abspath(path)
+    """A local input path or pattern made absolute, links resolved (a run records it so, wherever it ran from); a
+    URI as it is."""
+    return path if "://" in path else os.path.realpath(path)
 
 
 def expand_folders(patterns: list[str]) -> list[str]:

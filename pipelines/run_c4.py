@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 from importlib import resources
 
@@ -88,10 +90,12 @@ class RunResult:
     funnel_plot: str  # URI of funnel.png beside the manifest
 
 
+BUNDLED_SAMPLE = "data/sample/CC-MAIN-2019-30-sample-a.warc.wet.gz"  # in the package c4prep.pipelines
+
+
 def bundled_sample() -> str:
     """Path of the real WET sample shipped with the package (used when no input is given)."""
-    sample = resources.files("c4prep.pipelines").joinpath("data/sample/CC-MAIN-2019-30-sample-a.warc.wet.gz")
-    return str(sample)
+    return str(resources.files("c4prep.pipelines").joinpath(BUNDLED_SAMPLE))
 
 
 def one_partition_per_file(files: list[str], beam_args: list[str]) -> list[str]:
@@ -175,11 +179,18 @@ _VARIANT_OPTIONS = {"name": "--variant", "dedup": "--dedup", "near_dedup": "--ne
                     "webtext_urls": "--webtext-urls"}  # the variant's settings `c4prep run` sets by an option
 
 
+def _compared_inputs(patterns: list[str]) -> list[str]:
+    """``--input`` patterns as two runs compare them: each once, sorted, the bundled sample by name (its path is the
+    install's)."""
+    return sorted({f"the bundled sample ({Path(pattern).name})" if pattern.endswith(BUNDLED_SAMPLE) else pattern
+                   for pattern in patterns})
+
+
 def _settings(config: dict[str, Any]) -> Settings:
     """What decides a corpus, from a documents manifest's ``config`` (a published one, or this run's): the options of
     `c4prep run --help` in their order, then the variant's other settings."""
     variant = config.get("variant") or {}
-    return [("--input", config.get("inputs")), ("--input-list", config.get("path_list")),
+    return [("--input", _compared_inputs(config.get("inputs") or [])), ("--input-list", config.get("path_list")),
             ("--input-prefix", config.get("path_prefix")), ("--num-shards", config.get("num_shards") or "auto"),
             ("--format", config.get("format")),
             *((option, variant.get(key)) for key, option in _VARIANT_OPTIONS.items()),
@@ -187,13 +198,28 @@ def _settings(config: dict[str, Any]) -> Settings:
               if key not in _VARIANT_OPTIONS and key != "description")]
 
 
+def _inputs_recorded_as_given(made: dict[str, Any]) -> bool:
+    """Whether a documents manifest's ``config`` names a local input relative to the working folder (as manifests
+    did before inputs were recorded absolute)."""
+    paths = [*made.get("inputs", []), *([made["path_list"]] if made.get("path_list") else [])]
+    return any("://" not in path and not os.path.isabs(path) for path in paths)
+
+
 def check_replaceable(config: RunConfig) -> None:
     """An :class:`~c4prep.output_settings.OtherSettingsError` when ``config.output`` holds a corpus made with other
     inputs or settings than this run's (a mistyped --input would replace it with a smaller one), unless
     ``config.allow_other_settings``."""
-    if not config.allow_other_settings:
-        check_published_settings(config.output, "a corpus", lambda published: _settings(published.config),
-                                 _settings(asdict(config)))
+    if config.allow_other_settings:
+        return
+    wanted = asdict(config)
+
+    def recorded(published: Manifest) -> Settings:
+        made = published.config
+        if _inputs_recorded_as_given(made):  # relative to a folder it does not name: not compared
+            made = {**made, "inputs": wanted["inputs"], "path_list": wanted["path_list"]}
+        return _settings(made)
+
+    check_published_settings(config.output, "a corpus", recorded, _settings(wanted))
 
 
 def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str,

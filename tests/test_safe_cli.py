@@ -1,5 +1,6 @@
 """`c4prep` refuses what would lose or replace data, in one line with exit status 2: unknown options, runs that
 keep no page, damaged shards; a folder as --input means its files; --debug shows the traceback."""
+import json
 import os
 import shutil
 import signal
@@ -142,6 +143,30 @@ def test_a_run_of_other_input_does_not_replace_the_corpus_and_the_same_input_fro
     assert _invoke("run", "--input", SAMPLE_NAME, "--output", str(output), "--num-shards", "2").exit_code == 0
     assert _invoke(*run_other, "--allow-other-settings").exit_code == 0
     assert read_manifest(str(output)).config["inputs"] == [str(other)]
+
+
+def _recorded_inputs(output: Path, inputs: list[str]) -> None:
+    """Make ``output``'s manifest record ``inputs``, as an earlier run or install did."""
+    manifest = json.loads((output / "manifest.json").read_text())
+    manifest["config"]["inputs"] = inputs
+    (output / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_the_same_input_named_otherwise_replaces_the_corpus(published, webdata, tmp_path, monkeypatch):
+    """Refused at first: a corpus whose manifest recorded a relative --input (before they were recorded absolute);
+    the bundled sample of another install (a new venv, the Docker image); the file through a link, or given twice."""
+    run = ("run", "--output", str(tmp_path / "en"), "--num-shards", "2", "--no-progress")
+    output = shutil.copytree(published, tmp_path / "en")
+    _recorded_inputs(output, [f"../data/{SAMPLE_NAME}"])
+    assert _invoke(*run, "--input", str(webdata / SAMPLE_NAME)).exit_code == 0
+    _recorded_inputs(output, [f"/elsewhere/site-packages/c4prep/pipelines/data/sample/{SAMPLE_NAME}"])
+    result = _invoke(*run)  # no --input: the bundled sample of this install
+    assert result.exit_code == 0, result.output
+    (tmp_path / "link").symlink_to(webdata)
+    _invoke(*run, "--input", str(webdata / SAMPLE_NAME), "--allow-other-settings")
+    for inputs in ([str(tmp_path / "link" / SAMPLE_NAME)], [str(webdata / SAMPLE_NAME)] * 2):
+        result = _invoke(*run, *(arg for path in inputs for arg in ("--input", path)))
+        assert result.exit_code == 0, result.output
 
 
 def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published, webdata, tmp_path):
