@@ -76,3 +76,22 @@ def test_export_refuses_the_remade_vocabulary(remade, sample_vocab, tmp_path):
     assert result.output.strip().splitlines()[-1] == "Error: " + refusal(
         str(checkpoint), f"the vocabulary {other}/spm.model", sample_vocab / "spm.model", other / "spm.model")
     assert not (tmp_path / "hf").exists()
+
+
+def test_a_run_copied_without_its_record_or_a_checkpoint_alone_is_checked_by_the_checkpoint(remade, tmp_path, capsys):
+    """Without vocabulary.sha256 beside it (a checkpoint copied alone, a folder copied without it), evaluate scored
+    token shards of another model."""
+    run, tokens, other, _ = remade
+    checkpoint = sorted((run / "checkpoints").glob("step_*.pt"))[-1]
+    bare = tmp_path / "bare" / checkpoint.name
+    bare.parent.mkdir()
+    shutil.copy(checkpoint, bare)
+    copied = shutil.copytree(run, tmp_path / "copied", ignore=shutil.ignore_patterns(SHA256_FILE))
+    for init_from in (bare, copied):
+        assert main(["stage=evaluate", f"init_from={init_from}", f"data.tokens={tokens}", "model=t5_tiny",
+                     "objective.inputs_length=64", "objective.targets_length=16", "data.validation_split=train",
+                     "trainer.eval_batches=1", f"output_dir={tmp_path / 'out'}", *QUIET]) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"train: error: init_from={init_from} was trained on the ids of another SentencePiece model than "
+            f"data.tokens={tokens}'s (of SHA-256 {sha256(other / 'spm.model')[:12]}...), as its checkpoint records, "
+            "whose ids are other pieces: use the vocabulary and token shards the run was trained with")

@@ -18,7 +18,7 @@ from c4prep.manifest import ManifestError, manifest_fingerprint, read_manifest
 from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 
-from ..checkpoint import load_checkpoint, resolve_checkpoint
+from ..checkpoint import RUN_FILES_FIELD, load_checkpoint, resolve_checkpoint
 from ..config_groups import MODEL_SCHEMAS
 from ..config_runs import REGULARISATION_FIELDS, RUN_CONFIG, recorded_settings, trained_run_folder
 from ..data.char_vocabulary import (
@@ -162,7 +162,8 @@ def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVoc
                           f"{recorded} of SHA-256 {expected[:12]}..., this one's is {sha256[:12]}...; pass that "
                           "one (or a copy) with --vocab")
     try:
-        check_kept_sha256(run.folder, sha256, str(run.checkpoint), f"the vocabulary {uri}")
+        check_kept_sha256(run.folder, sha256, str(run.checkpoint), f"the vocabulary {uri}",
+                          lambda: run.state.get(RUN_FILES_FIELD) or {})
     except VocabularyMismatchError as error:
         raise ExportError(str(error)) from None
     lineage["vocabulary"] = {"uri": uri, "sha256": sha256, "sources": (card or {}).get("sources", [])}

@@ -17,6 +17,7 @@ from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import EOS_ID, SentencePieceVocabulary
 
 from ..batch_losses import DecoderLoss, EncDecLoss
+from ..checkpoint import RUN_FILES_FIELD, load_checkpoint
 from ..config_errors import TrainConfigError
 from ..config_data import SentencesData, TokensData
 from ..config_groups import TokenObjectiveConfig, TrainConfig
@@ -200,7 +201,8 @@ def check_run_vocabulary(init_from: str, model_sha256: str | None, read: str) ->
     """A one-line error when ``init_from``'s run was trained on another SentencePiece model than ``read``'s
     (:mod:`~training.data.kept_vocabulary`)."""
     try:
-        check_kept_sha256(trained_run_folder(init_from), model_sha256, f"init_from={init_from}", read)
+        check_kept_sha256(trained_run_folder(init_from), model_sha256, f"init_from={init_from}", read,
+                          lambda: load_checkpoint(init_from).get(RUN_FILES_FIELD) or {})
     except VocabularyMismatchError as error:
         raise TrainConfigError(str(error)) from None
 
