@@ -254,3 +254,11 @@ def test_a_resume_on_other_characters_is_refused_before_it_replaces_the_kept_one
         f"train: error: {run} holds a run whose {CHAR_VOCABULARY_FILE} differs from the one this data builds: resume "
         "it on the data it trained on, or give a new output_dir")
     assert (run / CHAR_VOCABULARY_FILE).read_text(encoding="utf-8") == kept
+
+
+def test_another_size_preset_is_named_by_its_size(gpt_run, tmp_path, capsys):
+    """`model=gpt_nano` with a gpt_tiny run said "bias=that of size='gpt_tiny', the model settings give False"."""
+    assert main(["stage=generate", PROMPTS, f"init_from={gpt_run}", "model=gpt_nano", f"output_dir={tmp_path}",
+                 *QUIET]) == 2
+    assert (f"init_from={gpt_run} holds a model with size='gpt_tiny', the model settings give 'gpt_nano'"
+            in capsys.readouterr().err)

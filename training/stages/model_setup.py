@@ -67,7 +67,7 @@ def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> N
         return
     differing = differing_fields(settings, checkpoint_spec, ignored={*REGULARISATION_FIELDS, *CHECKPOINT_FIELDS})
     if differing:
-        key = differing[0]
+        key = "size" if "size" in differing else differing[0]  # a preset's fields differ because it does
         held, given = (_shown(spec, key) for spec in (checkpoint_spec, settings))
         if not recorded:
             raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={held}, the model settings "
