@@ -11,7 +11,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from c4prep.manifest import Manifest, ManifestError, read_manifest
+import pyarrow.fs as pafs
+
+from c4prep.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest
+from c4prep.shards import resolve_uri
 
 ALLOW_FLAG = "--allow-other-settings"
 
@@ -52,9 +55,16 @@ def check_same_settings(output: str, held: str, recorded: Settings, wanted: Sett
 def check_published_settings(output: str, held: str, recorded: Callable[[Manifest], Settings],
                              wanted: Settings) -> None:
     """:func:`check_same_settings` against the settings ``recorded`` reads from the manifest published in ``output``;
-    nothing to compare (nor keep) where none is, or it does not read."""
+    nothing to compare where none is, and an :class:`OtherSettingsError` where it does not read (the data folders
+    it names would be replaced unseen)."""
     try:
         published = read_manifest(output)
     except ManifestError:
+        fs, path = resolve_uri(output)
+        if fs.get_file_info(f"{path}/{MANIFEST_NAME}").type == pafs.FileType.File:
+            raise OtherSettingsError(
+                f"{output}/{MANIFEST_NAME} does not read, so this run cannot tell what it would replace and left "
+                f"{output} unchanged: restore the manifest, give another --output, or pass {ALLOW_FLAG} to replace "
+                "it") from None
         return
     check_same_settings(output, held, recorded(published), wanted)

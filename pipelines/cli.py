@@ -109,6 +109,10 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     from .variants import VariantError, load_variant
 
     refuse_unknown_options(ctx, "c4prep run")
+    if not output.strip():
+        raise UserError(f"--output {output!r} names no folder: give one (default {DEFAULT_OUTPUT})")
+    if any(not pattern.strip() for pattern in inputs):
+        raise UserError("--input '' names no file (an unset shell variable?): give a file, glob or folder")
     if not inputs and not input_list:
         inputs = (bundled_sample(),)
         click.echo(f"No --input given: using the bundled sample {inputs[0]}")

@@ -124,7 +124,13 @@ def check_inputs(config: RunConfig) -> list[str]:
             raise InputError(f"--webtext-urls {url_list} does not exist: give a file of URLs, one per line")
     if config.path_list:
         return listed_paths(config.path_list, config.path_prefix)
-    return matched_files(config.inputs)
+    files = matched_files(config.inputs)
+    output = absolute_input(config.output).rstrip("/") + "/"
+    inside = [path for path in files if absolute_input(path).startswith(output)]
+    if inside:
+        raise InputError(f"--output {config.output} is inside the input: the run would read its own output "
+                         f"({inside[0]}); give an --output outside the input folders")
+    return files
 
 
 def check_publishable(funnel: Funnel, config: RunConfig) -> None:

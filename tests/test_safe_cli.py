@@ -169,6 +169,39 @@ def test_the_same_input_named_otherwise_replaces_the_corpus(published, webdata, 
         assert result.exit_code == 0, result.output
 
 
+def test_a_corpus_whose_manifest_does_not_read_is_not_replaced(published, webdata, tmp_path):
+    """A damaged manifest.json: the next run, with other settings, replaced the output and deleted its data folder."""
+    output = shutil.copytree(published, tmp_path / "en")
+    (output / "manifest.json").write_text("not json")
+    before = _snapshot(output)
+    run = ("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(output), "--format", "parquet")
+    assert _one_line_error(_invoke(*run)) == (
+        f"Error: {output}/manifest.json does not read, so this run cannot tell what it would replace and left {output} "
+        "unchanged: restore the manifest, give another --output, or pass --allow-other-settings to replace it")
+    assert _snapshot(output) == before
+    assert _invoke(*run, "--allow-other-settings").exit_code == 0
+
+
+def test_an_output_inside_the_input_and_empty_paths_are_one_line(webdata, tmp_path, monkeypatch):
+    """The second run read its own output as input (263 warnings, then --allow-damaged took its old corpus in); an
+    empty --output was a traceback, an empty --input read the working folder."""
+    crawl = tmp_path / "crawl"
+    crawl.mkdir()
+    shutil.copy(webdata / SAMPLE_NAME, crawl)
+    run = ("run", "--input", str(crawl), "--output", str(crawl / "out"), "--no-progress")
+    assert _invoke(*run).exit_code == 0
+    assert _one_line_error(_invoke(*run)) == (
+        f"Error: --output {crawl / 'out'} is inside the input: the run would read its own output "
+        f"({crawl / 'out' / 'README.md'}); give an --output outside the input folders")
+    monkeypatch.chdir(crawl)
+    assert _one_line_error(_invoke("run", "--output", "")) == (
+        "Error: --output '' names no folder: give one (default c4prep_data/c4/en)")
+    assert _one_line_error(_invoke("run", "--input", "", "--output", str(tmp_path / "x"))) == (
+        "Error: --input '' names no file (an unset shell variable?): give a file, glob or folder")
+    assert _one_line_error(_invoke("tokenize", "--output", "")) == (
+        "Error: --output '' names no folder: give one (default c4prep_data/tokens)")
+
+
 def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published, webdata, tmp_path):
     """The sample cut after its 20th gzip member (a download cut short) would replace the corpus of the whole
     sample with 10 documents; refused, unless --allow-damaged. Another run with as much bad input replaces it."""

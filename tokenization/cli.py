@@ -59,9 +59,9 @@ def vocab(inputs, output, vocab_size, model_type, input_sentence_size, seed, lan
     T5's settings: unigram, pad=0 eos=1 unk=2, no BOS, NFKC, character coverage 0.9995.
     """
     from c4prep.manifest import ManifestError
+    from c4prep.output_settings import OtherSettingsError
     from c4prep.shards import UnsupportedUriError
 
-    from c4prep.output_settings import OtherSettingsError
     from .train_vocab import VocabConfig, VocabError, train_vocabulary
 
     config = VocabConfig(inputs=list(inputs or [DEFAULT_DOCUMENTS]), output=output, vocab_size=vocab_size,
@@ -112,13 +112,15 @@ def tokenize(ctx: click.Context, input_, vocab_, output, extra_ids, runner, num_
     quiet_engine_logs()
     from c4prep.manifest import ManifestError
     from c4prep.runner_results import JobInputError, RunnerSetupError
+    from c4prep.output_settings import OtherSettingsError
     from c4prep.shards import UnsupportedUriError
 
-    from c4prep.output_settings import OtherSettingsError
     from .run_tokenize import NAMESPACE, TokenizeConfig, TokenizeError, run_tokenize
     from .train_vocab import VocabError
 
     refuse_unknown_options(ctx, "c4prep tokenize")
+    if not output.strip():
+        raise UserError(f"--output {output!r} names no folder: give one (default {DEFAULT_TOKENS})")
     config = TokenizeConfig(input=input_, vocab=vocab_, output=output, extra_ids=extra_ids, runner=runner,
                             num_threads=num_threads, format=shard_format, allow_other_settings=allow_other_settings)
     click.echo(f"Tokenizing {input_} with {vocab_} on {runner} -> {output}")
