@@ -4,9 +4,9 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
-from importlib import resources
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
