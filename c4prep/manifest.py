@@ -430,8 +430,9 @@ def _output_kind(output_uri: str, types: Mapping[str, pafs.FileType]) -> str | N
 def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> list[str]:
     """Create the output folder if needed, before any work: an :class:`OutputFolderError` when ``output_uri`` is a
     file, cannot be created (a file on its path, no permission), holds another kind of output than the one the
-    command ``writes`` (one of :data:`OUTPUT_KINDS`), which it would replace (a mistyped ``--output``), or a folder
-    where the command writes a file: the manifest, the card, or one of ``files``. The folders it made, the output
+    command ``writes`` (one of :data:`OUTPUT_KINDS`), which it would replace (a mistyped ``--output``), a folder
+    where the command writes a file (the manifest, the card, or one of ``files``), or such a file but no manifest
+    (a folder of the user's: ``--output .`` in a project). The folders it made, the output
     first, then each parent it made."""
     fs, path = resolve_uri(output_uri)
     kind = fs.get_file_info(path).type
@@ -445,6 +446,11 @@ def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ())
             raise OutputFolderError(f"the output {output_uri} has a folder named {name}, where the command writes "
                                     "a file: move it away")
     held = _output_kind(output_uri, types)
+    foreign = [name for name in written[1:] if types[name] == pafs.FileType.File]
+    if held is None and types[MANIFEST_NAME] == pafs.FileType.NotFound and foreign:
+        raise OutputFolderError(f"the output {output_uri} holds {foreign[0]} but no {MANIFEST_NAME}: it is not a "
+                                f"c4prep output, and `{OUTPUT_KINDS[writes]}` would replace that file: give another "
+                                "--output (a new or empty folder)")
     if held not in (None, writes):
         raise OutputFolderError(f"the output {output_uri} holds {held} (from `{OUTPUT_KINDS[held]}`), which "
                                 f"`{OUTPUT_KINDS[writes]}` would replace: give another --output, or remove that "

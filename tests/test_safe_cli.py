@@ -202,6 +202,18 @@ def test_an_output_inside_the_input_and_empty_paths_are_one_line(webdata, tmp_pa
         "Error: --output '' names no folder: give one (default c4prep_data/tokens)")
 
 
+@pytest.mark.parametrize("command", ["run", "tokenize"])
+def test_a_folder_of_the_users_is_not_an_output(sample_documents, sample_vocab, tmp_path, monkeypatch, command):
+    """`--output .` in a project folder replaced its README.md with the dataset card, exit 0."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("# My project\n")
+    args = {"run": ["run"], "tokenize": ["tokenize", "--input", str(sample_documents), "--vocab", str(sample_vocab)]}
+    assert _one_line_error(_invoke(*args[command], "--output", ".")) == (
+        f"Error: the output . holds README.md but no manifest.json: it is not a c4prep output, and `c4prep {command}` "
+        "would replace that file: give another --output (a new or empty folder)")
+    assert (tmp_path / "README.md").read_text() == "# My project\n"
+
+
 def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published, webdata, tmp_path):
     """The sample cut after its 20th gzip member (a download cut short) would replace the corpus of the whole
     sample with 10 documents; refused, unless --allow-damaged. Another run with as much bad input replaces it."""
