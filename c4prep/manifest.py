@@ -347,6 +347,12 @@ def commit_output(output_uri: str, staging_uri: str, manifest: Manifest) -> Mani
     return published
 
 
+def has_manifest_file(output_uri: str) -> bool:
+    """Whether the folder ``output_uri`` holds a ``manifest.json`` file (readable or not)."""
+    fs, path = resolve_uri(output_uri)
+    return fs.get_file_info(f"{path}/{MANIFEST_NAME}").type == pafs.FileType.File
+
+
 def repair_output(output_uri: str) -> list[str]:
     """Delete what killed or superseded runs left in an output folder; returns the removed URIs.
 
@@ -355,8 +361,7 @@ def repair_output(output_uri: str) -> list[str]:
     the manifest's. A manifest that cannot be read keeps every data folder: nothing that may be data is deleted on a
     guess. Call it before a run stages its own shards.
     """
-    fs, out_path = resolve_uri(output_uri)
-    if fs.get_file_info(f"{out_path}/{MANIFEST_NAME}").type != pafs.FileType.File:
+    if not has_manifest_file(output_uri):
         return _remove_leftovers(output_uri, None)
     try:
         manifest = read_manifest(output_uri)

@@ -11,10 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow.fs as pafs
-
-from c4prep.manifest import MANIFEST_NAME, Manifest, ManifestError, read_manifest
-from c4prep.shards import resolve_uri
+from c4prep.manifest import MANIFEST_NAME, Manifest, ManifestError, has_manifest_file, read_manifest
 
 ALLOW_FLAG = "--allow-other-settings"
 
@@ -60,8 +57,7 @@ def check_published_settings(output: str, held: str, recorded: Callable[[Manifes
     try:
         published = read_manifest(output)
     except ManifestError:
-        fs, path = resolve_uri(output)
-        if fs.get_file_info(f"{path}/{MANIFEST_NAME}").type == pafs.FileType.File:
+        if has_manifest_file(output):
             raise OtherSettingsError(
                 f"{output}/{MANIFEST_NAME} does not read, so this run cannot tell what it would replace and left "
                 f"{output} unchanged: restore the manifest, give another --output, or pass {ALLOW_FLAG} to replace "

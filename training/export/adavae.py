@@ -62,8 +62,7 @@ def backbone_source(init_from: str | None, model: nn.Module) -> str | None:
     frozen = {name.removeprefix("backbone."): tensor for name, tensor in split_state(model)[1].items()}
     for checkpoint in sorted((Path(init_from) / "checkpoints").glob("step_*.pt"), reverse=True):
         weights = model_from_checkpoint(load_checkpoint(checkpoint)).state_dict()
-        if all(name in weights and weights[name].shape == tensor.shape and torch.equal(weights[name], tensor)
-               for name, tensor in frozen.items()):
+        if all(name in weights and torch.equal(weights[name], tensor) for name, tensor in frozen.items()):
             return str(checkpoint)
     log.warning("no checkpoint of %s holds this AdaVAE's backbone weights: give the backbone to adavae_from_export",
                 init_from)

@@ -218,26 +218,32 @@ def fit_summary(ctx: RunContext, trainer: Trainer) -> dict[str, Any]:
             "fit_seconds": round(time.perf_counter() - started, 3)}
 
 
-def check_run_files(init_from: str, run_files: dict[str, str]) -> None:
-    """A one-line error when ``init_from``'s run folder keeps a file of ``run_files`` (a word or character
-    vocabulary) that differs: its ids would mean other words or characters, though their number may match."""
-    folder = trained_run_folder(init_from)
+def _differing_run_file(folder: Path, run_files: dict[str, str]) -> str | None:
+    """The name of the first file of ``run_files`` that ``folder`` keeps with other content; None when none does."""
     for name, text in run_files.items():
         kept = folder / name
         if kept.is_file() and kept.read_text(encoding="utf-8") != text:
-            raise TrainConfigError(f"init_from={init_from}: its {name} differs from the one this data builds; use "
-                                   "the data the checkpoint was trained with")
+            return name
+    return None
+
+
+def check_run_files(init_from: str, run_files: dict[str, str]) -> None:
+    """A one-line error when ``init_from``'s run folder keeps a file of ``run_files`` (a word or character
+    vocabulary) that differs: its ids would mean other words or characters, though their number may match."""
+    differing = _differing_run_file(trained_run_folder(init_from), run_files)
+    if differing:
+        raise TrainConfigError(f"init_from={init_from}: its {differing} differs from the one this data builds; use "
+                               "the data the checkpoint was trained with")
 
 
 def keep_run_files(ctx: RunContext, run_files: dict[str, str]) -> None:
     """Write the files that say what the run's ids mean into its folder; a one-line error, before any is replaced,
     when a run to resume there keeps other ones (its data's characters or words, or its vocabulary, changed)."""
-    if ctx.cfg.resume != "never" and latest_checkpoint(ctx.run_dir) is not None:
-        for name, text in run_files.items():
-            kept = ctx.run_dir / name
-            if kept.is_file() and kept.read_text(encoding="utf-8") != text:
-                raise TrainConfigError(f"{ctx.run_dir} holds a run whose {name} differs from the one this data "
-                                       "builds: resume it on the data it trained on, or give a new output_dir")
+    resuming = ctx.cfg.resume != "never" and latest_checkpoint(ctx.run_dir) is not None
+    differing = _differing_run_file(ctx.run_dir, run_files) if resuming else None
+    if differing:
+        raise TrainConfigError(f"{ctx.run_dir} holds a run whose {differing} differs from the one this data builds: "
+                               "resume it on the data it trained on, or give a new output_dir")
     if ctx.env.is_main:
         for name, text in run_files.items():
             (ctx.run_dir / name).write_text(text, encoding="utf-8")
