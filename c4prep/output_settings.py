@@ -35,8 +35,14 @@ class Content:
         return f"{self.uri} ({self.hash_name} {str(self.digest)[:12]})"  # None in a manifest lacking it
 
 
-def _shown(value: Any) -> str:
-    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+def _with(option: str, value: Any) -> str:
+    """An option and its value as a command line gives them: ``--near-dedup``/``--no-near-dedup`` for a flag,
+    ``no --input-list`` where none was given."""
+    if option.startswith("--") and isinstance(value, bool):
+        return option if value else f"--no-{option[2:]}"
+    if option.startswith("--") and value in (None, []):
+        return f"no {option}"
+    return f"{option} {', '.join(map(str, value)) if isinstance(value, list) else value}"
 
 
 def check_same_settings(output: str, held: str, recorded: Settings, wanted: Settings) -> None:
@@ -45,8 +51,8 @@ def check_same_settings(output: str, held: str, recorded: Settings, wanted: Sett
     for (option, old), (_, new) in zip(recorded, wanted, strict=True):
         if old != new:
             raise OtherSettingsError(
-                f"{output} holds {held} made with {option} {_shown(old)}; this run asks for {option} {_shown(new)}, "
-                f"so it left {output} unchanged: give another --output, or pass {ALLOW_FLAG} to replace it")
+                f"{output} holds {held} made with {_with(option, old)}; this run asks for {_with(option, new)}, so it "
+                f"left {output} unchanged: give another --output, or pass {ALLOW_FLAG} to replace it")
 
 
 def check_published_settings(output: str, held: str, recorded: Callable[[Manifest], Settings],

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -22,7 +23,7 @@ from c4prep.manifest import (
     output_folder,
     read_manifest,
 )
-from c4prep.output_settings import Settings, check_published_settings
+from c4prep.output_settings import Content, Settings, check_published_settings
 from c4prep.progress import ProgressSettings
 from c4prep.runner_results import RunnerSetupError
 from c4prep.schemas import DOCUMENT_SCHEMA
@@ -192,11 +193,29 @@ def _compared_inputs(patterns: list[str]) -> list[str]:
                    for pattern in patterns})
 
 
+LISTING_FIELD = "path_list_sha256"  # in a documents manifest's config: what its --input-list named, by hash
+
+
+def listing_sha256(config: RunConfig, files: list[str]) -> str | None:
+    """The SHA-256 of the paths ``config.path_list`` names, one per line without ``--input-prefix`` (compared on
+    its own), from ``files`` as :func:`check_inputs` returned them; None without a list."""
+    if not config.path_list:
+        return None
+    return hashlib.sha256("\n".join(path.removeprefix(config.path_prefix) for path in files).encode()).hexdigest()
+
+
+def _path_list(config: dict[str, Any]) -> Content | str | None:
+    """``--input-list`` as two runs compare it: by the paths it names where the manifest records their hash (an edited
+    list is another input, the same list moved is not), else by its path."""
+    path_list, digest = config.get("path_list"), config.get(LISTING_FIELD)
+    return Content(path_list, "SHA-256 of its paths", digest) if path_list and digest else path_list
+
+
 def _settings(config: dict[str, Any]) -> Settings:
     """What decides a corpus, from a documents manifest's ``config`` (a published one, or this run's): the options of
     `c4prep run --help` in their order, then the variant's other settings."""
     variant = config.get("variant") or {}
-    return [("--input", _compared_inputs(config.get("inputs") or [])), ("--input-list", config.get("path_list")),
+    return [("--input", _compared_inputs(config.get("inputs") or [])), ("--input-list", _path_list(config)),
             ("--input-prefix", config.get("path_prefix")), ("--num-shards", config.get("num_shards") or "auto"),
             ("--format", config.get("format")),
             *((option, variant.get(key)) for key, option in _VARIANT_OPTIONS.items()),
@@ -211,18 +230,21 @@ def _inputs_recorded_as_given(made: dict[str, Any]) -> bool:
     return any("://" not in path and not os.path.isabs(path) for path in paths)
 
 
-def check_replaceable(config: RunConfig) -> None:
+def check_replaceable(config: RunConfig, listing: str | None) -> None:
     """An :class:`~c4prep.output_settings.OtherSettingsError` when ``config.output`` holds a corpus made with other
     inputs or settings than this run's (a mistyped --input would replace it with a smaller one), unless
-    ``config.allow_other_settings``."""
+    ``config.allow_other_settings``; ``listing`` is this run's :func:`listing_sha256`."""
     if config.allow_other_settings:
         return
-    wanted = asdict(config)
+    wanted = {**asdict(config), LISTING_FIELD: listing}
 
     def recorded(published: Manifest) -> Settings:
         made = published.config
         if _inputs_recorded_as_given(made):  # relative to a folder it does not name: not compared
             made = {**made, "inputs": wanted["inputs"], "path_list": wanted["path_list"]}
+        # a list recorded before lists were recorded by hash: compared by its path
+        if not made.get(LISTING_FIELD) and made.get("path_list") == config.path_list:
+            made = {**made, LISTING_FIELD: listing}
         return _settings(made)
 
     check_published_settings(config.output, "a corpus", recorded, _settings(wanted))
@@ -307,8 +329,9 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
     if is_dask_runner(config.runner) and not config.path_list:
         input_files, beam_args = files, one_partition_per_file(files, beam_args)
     options = pipeline_options(config.runner, beam_args)
+    listing = listing_sha256(config, files)
     with output_folder(config.output, DOCUMENTS, files=[PLOT_NAME]):
-        check_replaceable(config)
+        check_replaceable(config, listing)
         with job_pipeline(options) as pipeline, staged_output(config.output) as staging:
             build_c4_pipeline(pipeline, config, staging.uri, input_files, claim_buckets(len(files)))
             counters = run_to_completion(pipeline, options, progress)
@@ -319,7 +342,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
             manifest = build_manifest(
                 DOCUMENT_SCHEMA,
                 infos,
-                config={**asdict(config), "rules": "TFDS c4 3.1.0"},
+                config={**asdict(config), LISTING_FIELD: listing, "rules": "TFDS c4 3.1.0"},
                 counters=counters,
                 extra={"funnel": funnel.to_dict()},
                 splits=SPLITS,

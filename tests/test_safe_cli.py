@@ -117,6 +117,7 @@ def _refusal(output: Path, made: str, asked: str) -> str:
     (("--dedup", "lines"), "--dedup sentences", "--dedup lines"),
     (("--format", "parquet"), "--format arrow", "--format parquet"),
     (("--num-shards", "auto"), "--num-shards 2", "--num-shards auto"),
+    (("--near-dedup",), "--no-near-dedup", "--near-dedup"),
 ])
 def test_a_run_with_other_settings_does_not_replace_the_corpus(published, webdata, tmp_path, change, made, asked):
     """`--variant realnewslike` into the folder of the `en` corpus replaced it with another, smaller one (and the
@@ -143,6 +144,24 @@ def test_a_run_of_other_input_does_not_replace_the_corpus_and_the_same_input_fro
     assert _invoke("run", "--input", SAMPLE_NAME, "--output", str(output), "--num-shards", "2").exit_code == 0
     assert _invoke(*run_other, "--allow-other-settings").exit_code == 0
     assert read_manifest(str(output)).config["inputs"] == [str(other)]
+
+
+def test_an_edited_input_list_is_other_input_and_the_same_list_moved_is_not(webdata, tmp_path):
+    """An --input-list was compared by its path alone: an edited list (a line cut by mistake) replaced the corpus."""
+    listing, output = tmp_path / "wet.paths", tmp_path / "en"
+    listing.write_text(f"{webdata / SAMPLE_NAME}\n")
+    run = ("run", "--output", str(output), "--num-shards", "2", "--no-progress")
+    assert _invoke(*run, "--input-list", str(listing)).exit_code == 0
+    before = _snapshot(output)
+    listing.write_text(f"{webdata / SAMPLE_NAME}\n{tmp_path / 'more.warc.wet.gz'}\n")
+    line = _one_line_error(_invoke(*run, "--input-list", str(listing)))
+    assert line.startswith(f"Error: {output} holds a corpus made with --input-list {listing} (SHA-256 of its paths ")
+    assert _snapshot(output) == before
+    moved = tmp_path / "lists" / "wet.paths"
+    moved.parent.mkdir()
+    moved.write_text(f"{webdata / SAMPLE_NAME}\n")
+    result = _invoke(*run, "--input-list", str(moved))
+    assert result.exit_code == 0, result.output
 
 
 def _recorded_inputs(output: Path, inputs: list[str]) -> None:
