@@ -24,6 +24,7 @@ def test_adavae_trains_from_the_pretrained_gpt_and_keeps_the_backbone_frozen(ada
     assert frozen and all(vae["model"][f"backbone.{name}"].equal(gpt["model"][name]) for name in frozen)
     assert any(not vae["model"][f"backbone.{name}"].equal(gpt["model"][name]) for name in norms)
     assert (adavae_run / "word_vocabulary.json").read_text() == (ptb_gpt_run / "word_vocabulary.json").read_text()
+    assert vae["run_files"] == gpt["run_files"]  # its checkpoints pin the vocabulary as the GPT's do
 
 
 def test_adavae_evaluates_the_whole_test_file_deterministically(adavae_run, ptb_small, tmp_path):

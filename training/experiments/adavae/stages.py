@@ -26,12 +26,18 @@ from ...config_errors import TrainConfigError
 from ...config_data import SentencesData
 from ...config_groups import TrainConfig, model_settings
 from ...data.row_batches import row_set_eval_batches, row_set_length_batches
-from ...data.sentence_files import SentenceDataError, SentenceVocabulary, read_sentences
+from ...data.sentence_files import (
+    VOCABULARY_FILE,
+    SentenceDataError,
+    SentenceVocabulary,
+    WordVocabulary,
+    read_sentences,
+)
 from ...models.gpt import GPT
 from ...models.gpt_hf import gpt_from_hf_directory
 from ...stages.data_setup import sentence_row_set
 from ...stages.model_setup import model_from_checkpoint
-from ...stages.run import fit_summary, row_set_trainer, start_run
+from ...stages.run import RunContext, fit_summary, keep_run_files, row_set_trainer, start_run
 from .estimators import evaluate_vae
 from .gpt2_tokenizer import GPT2TokenizerVocabulary
 from .model import AdaVAE, AdaVAEConfig
@@ -83,6 +89,15 @@ def _vae_loss(cfg: TrainConfig) -> VAELoss:
     return VAELoss(rate=objective.kl_rate, free_bits=objective.free_bits, reconstruction=objective.reconstruction)
 
 
+def _keep_vocabulary(ctx: RunContext, vocab: SentenceVocabulary) -> None:
+    """Keep the backbone's vocabulary in the run folder before training: a word vocabulary as a run file (its
+    checkpoints record its SHA-256, a resume on another is refused), a GPT-2 tokenizer as its copy."""
+    if isinstance(vocab, WordVocabulary):
+        keep_run_files(ctx, {VOCABULARY_FILE: vocab.to_json() + "\n"})
+    elif ctx.env.is_main:
+        vocab.save(ctx.run_dir)
+
+
 def run_adavae_train(cfg: TrainConfig) -> dict[str, Any]:
     objective, data = cfg.objective, cfg.data
     settings, config = _settings(cfg)
@@ -99,6 +114,7 @@ def run_adavae_train(cfg: TrainConfig) -> dict[str, Any]:
     train = sentence_row_set(data, "train", vocab, positions=positions)
     validation = sentence_row_set(data, "validation", vocab, positions=positions) if data.validation else None
     vae_loss = _vae_loss(cfg)
+    _keep_vocabulary(ctx, vocab)
     # the optimizer holds every phase's parameters; validation batches sentences of similar length
     trainer = row_set_trainer(cfg, ctx, train, validation, vae_loss, model, spec, validation_length=sentence_length,
                               pack_length=data.pack_length if data.pack else None)
@@ -107,7 +123,6 @@ def run_adavae_train(cfg: TrainConfig) -> dict[str, Any]:
                                     objective.cycles, objective.ratio_zero, objective.ratio_increase,
                                     objective.beta_max)
     if ctx.env.is_main:
-        vocab.save(ctx.run_dir)
         log.info("AdaVAE parameters: %s", model.parameter_report())
     return {**fit_summary(ctx, trainer), "parameters": model.parameter_report()}
 
