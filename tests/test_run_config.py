@@ -130,6 +130,26 @@ def test_a_setting_the_stage_does_not_read_is_refused(tmp_path, capsys, stage, s
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("settings, setting, where", [
+    (["experiment=shakespeare_char", "objective=prefix_lm"], "objective=prefix_lm", "data.kind=char_text"),
+    (["experiment=shakespeare_char", "objective=lm", "objective.targets_length=129"], "objective.targets_length=129",
+     "data.kind=char_text"),
+    (["experiment=cs224n_a5_pretrain", "objective.targets_length=65"], "objective.targets_length=65",
+     "data.kind=char_corruption"),
+    (["stage=finetune", "data=text_to_text", "objective=bert_style"], "objective=bert_style",
+     "data.kind=text_to_text without data.unsupervised_tokens"),
+])
+def test_an_objective_the_stage_does_not_train_with_is_refused(tmp_path, capsys, settings, setting, where):
+    """A character GPT trained as it always does and recorded the ignored objective in its config.yaml."""
+    stage = settings[0].removeprefix("stage=") if settings[0].startswith("stage=") else "pretrain"
+    assert main([*settings, f"output_dir={tmp_path / 'out'}", "trainer.device=cpu"]) == 2
+    assert one_line_error(capsys) == (
+        f"train: error: {setting} does nothing for stage={stage} with {where}; the objective is read by "
+        "stage=pretrain with data.kind=tokens; stage=finetune with data.kind=text_to_text and data.unsupervised_tokens; "
+        "stage=finetune with model=adavae: remove it")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("preset, warmup, shortened", [
     ("shakespeare_char", 100, 2), ("ptb_gpt_pretrain", 100, 5), ("adavae_ptb", 500, 8), ("adavae_ptb_lm", 500, 8),
 ])

@@ -15,6 +15,7 @@ from typing import Any
 from ..config import load_config
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig
+from ..config_runs import RUN_STAGES
 
 STAGE_TABLE: dict[tuple[str, str], str] = {
     ("pretrain", "tokens"): "stages.pretrain:run_token_pretrain",
@@ -53,6 +54,12 @@ SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
     "experiments.adavae.latent_classification:run_latent_classification": ("classify.*",),
 }
 SECTIONS = ("finetune", "evaluate", "generate", "classify")
+# The training stages that read the `objective:` section (a text-to-text fine-tune for data.unsupervised_tokens only)
+OBJECTIVE_READERS = {"stages.pretrain:run_token_pretrain": "stage=pretrain with data.kind=tokens",
+                     "stages.finetune:run_finetune": "stage=finetune with data.kind=text_to_text and "
+                                                     "data.unsupervised_tokens",
+                     "experiments.adavae.stages:run_adavae_train": "stage=finetune with model=adavae"}
+CAUSAL_LM_ROUTES = frozenset({"char_text", "sentences"})  # GPT language models of their own data: objective=lm
 
 
 def stage_route(cfg: TrainConfig) -> str:
@@ -78,6 +85,7 @@ def run_stage(cfg: TrainConfig) -> dict[str, Any]:
     """Run ``cfg.stage`` for this config's model family or data kind and return its summary."""
     function = stage_function(cfg.stage, stage_route(cfg))
     check_section_settings(cfg)
+    check_objective_read(cfg)
     return function(cfg)
 
 
@@ -95,6 +103,28 @@ def check_section_settings(cfg: TrainConfig) -> None:
                 continue
             raise TrainConfigError(f"{key}={value!r} does nothing for stage={cfg.stage} with {_route_name(route)}; "
                                    f"it is read by {_readers(key)}: remove it")
+
+
+def check_objective_read(cfg: TrainConfig) -> None:
+    """A one-line error for an objective other than train.yaml's on a training stage that trains without one
+    (``objective=prefix_lm`` for a character GPT): it did nothing, and the run's ``config.yaml`` recorded it as used.
+    The stages that use a trained run take its objective."""
+    if cfg.stage in RUN_STAGES:
+        return
+    target = STAGE_TABLE[cfg.stage, stage_route(cfg)]
+    if target in OBJECTIVE_READERS and (target != "stages.finetune:run_finetune" or cfg.data.unsupervised_tokens):
+        return
+    values, unset = asdict(cfg.objective), asdict(load_config([]).objective)
+    if values["name"] == "lm" and stage_route(cfg) in CAUSAL_LM_ROUTES:  # what they train, so it may be said
+        unset = asdict(load_config(["objective=lm"]).objective)
+    changed = [name for name in values if values[name] != unset.get(name)]
+    if not changed:
+        return
+    setting = f"objective={cfg.objective.name}" if "name" in changed else f"objective.{changed[0]}=" \
+        f"{values[changed[0]]!r}"
+    without = " without data.unsupervised_tokens" if target == "stages.finetune:run_finetune" else ""
+    raise TrainConfigError(f"{setting} does nothing for stage={cfg.stage} with {_route_name(stage_route(cfg))}"
+                           f"{without}; the objective is read by {'; '.join(OBJECTIVE_READERS.values())}: remove it")
 
 
 def _reads(reads: tuple[str, ...], key: str) -> bool:
