@@ -150,6 +150,13 @@ def test_an_objective_the_stage_does_not_train_with_is_refused(tmp_path, capsys,
     assert not (tmp_path / "out").exists()
 
 
+def test_z_loss_on_a_model_other_than_t5_is_refused(tmp_path, capsys):
+    assert main(["experiment=shakespeare_char", "z_loss=1e-4", f"output_dir={tmp_path / 'out'}"]) == 2
+    assert one_line_error(capsys) == ("train: error: z_loss=0.0001 does nothing for model.name=gpt; it is T5's "
+                                      "auxiliary loss (model=t5_*): remove it")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("preset, warmup, shortened", [
     ("shakespeare_char", 100, 2), ("ptb_gpt_pretrain", 100, 5), ("adavae_ptb", 500, 8), ("adavae_ptb_lm", 500, 8),
 ])

@@ -86,6 +86,7 @@ def run_stage(cfg: TrainConfig) -> dict[str, Any]:
     function = stage_function(cfg.stage, stage_route(cfg))
     check_section_settings(cfg)
     check_objective_read(cfg)
+    check_z_loss_read(cfg)
     return function(cfg)
 
 
@@ -125,6 +126,13 @@ def check_objective_read(cfg: TrainConfig) -> None:
     without = " without data.unsupervised_tokens" if target == "stages.finetune:run_finetune" else ""
     raise TrainConfigError(f"{setting} does nothing for stage={cfg.stage} with {_route_name(stage_route(cfg))}"
                            f"{without}; the objective is read by {'; '.join(OBJECTIVE_READERS.values())}: remove it")
+
+
+def check_z_loss_read(cfg: TrainConfig) -> None:
+    """A one-line error for ``z_loss`` on a training stage of another model than T5, whose loss alone adds it."""
+    if cfg.z_loss and cfg.stage not in RUN_STAGES and cfg.model.name != "t5":
+        raise TrainConfigError(f"z_loss={cfg.z_loss} does nothing for model.name={cfg.model.name}; it is T5's "
+                               "auxiliary loss (model=t5_*): remove it")
 
 
 def _reads(reads: tuple[str, ...], key: str) -> bool:
