@@ -48,7 +48,8 @@ FORMAT_VERSION = 4
 MANIFEST_NAME = "manifest.json"
 STAGING_PREFIX = ".staging-"
 DATA_PREFIX = "data-"
-_DATA_DIR_RE = re.compile(r"data-[0-9A-Za-z]+-[0-9a-f]{8}")
+# the data folders commit_output names (a folder of the user's named data-backup-20231201 is not one)
+_DATA_DIR_RE = re.compile(r"data-\d{8}T\d{6}Z-[0-9a-f]{8}")
 _UNREADABLE = object()  # repair_output's marker for a manifest that exists but cannot be read
 
 

@@ -395,8 +395,9 @@ def test_repair_output(tmp_path):
     orphan.mkdir()
     temp = out / f".{MANIFEST_NAME}.tmp-{'a' * 32}"  # an interrupted manifest write
     temp.write_text("partial")
+    (out / "data-backup-20231201").mkdir()  # a folder of the user's, named like one (it was deleted)
     assert sorted(repair_output(str(out))) == sorted([crashed, str(orphan), str(temp)])
-    assert _files(out) == [CARD_NAME, m.data_dir, MANIFEST_NAME]
+    assert _files(out) == [CARD_NAME, m.data_dir, "data-backup-20231201", MANIFEST_NAME]
     assert read_manifest(str(out)).splits["train"].num_shards == 1
     assert repair_output(str(out)) == []
 
