@@ -145,8 +145,8 @@ def test_an_objective_the_stage_does_not_train_with_is_refused(tmp_path, capsys,
     assert main([*settings, f"output_dir={tmp_path / 'out'}", "trainer.device=cpu"]) == 2
     assert one_line_error(capsys) == (
         f"train: error: {setting} does nothing for stage={stage} with {where}; the objective is read by "
-        "stage=pretrain with data.kind=tokens; stage=finetune with data.kind=text_to_text and data.unsupervised_tokens; "
-        "stage=finetune with model=adavae: remove it")
+        "stage=pretrain with data.kind=tokens; stage=finetune with data.kind=text_to_text and "
+        "data.unsupervised_tokens; stage=finetune with model=adavae: remove it")
     assert not (tmp_path / "out").exists()
 
 
