@@ -12,7 +12,7 @@ import itertools
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -125,8 +125,8 @@ def atomic_output(uri: str) -> Iterator[pa.NativeFile]:
     success and deleted (the exception re-raised) on failure.
     """
     fs, path = resolve_uri(uri)
-    parent, name = path.rsplit("/", 1)
-    tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex}"
+    parent = path.rsplit("/", 1)[0]
+    tmp = _temp_path(path)
     fs.create_dir(parent, recursive=True)
     stream = fs.open_output_stream(tmp)
     try:
@@ -142,6 +142,43 @@ def atomic_output(uri: str) -> Iterator[pa.NativeFile]:
             fs.delete_file(tmp)
         except FileNotFoundError:
             pass
+        raise
+
+
+def _temp_path(path: str) -> str:
+    """The hidden sibling ``.<name>.tmp-<uuid4 hex>`` a file is written to before it is moved onto ``path``."""
+    parent, name = path.rsplit("/", 1)
+    return f"{parent}/.{name}.tmp-{uuid.uuid4().hex}"
+
+
+def check_writable(folder_uri: str) -> None:
+    """An :class:`OSError` where a file cannot be written into the folder ``folder_uri`` (a read-only filesystem, no
+    permission): a probe file is written and deleted."""
+    fs, folder = resolve_uri(folder_uri)
+    probe = _temp_path(f"{folder}/probe")
+    fs.open_output_stream(probe).close()
+    fs.delete_file(probe)
+
+
+def write_files_together(folder_uri: str, files: Mapping[str, bytes]) -> None:
+    """Write ``files`` (name -> content) into ``folder_uri``: all to temporary siblings first, then each moved into
+    place in order. A failed write (a full disk) leaves the folder as it was; the moves, which need no space, follow
+    one another, so the last file (a card that describes the others) is replaced last."""
+    fs, folder = resolve_uri(folder_uri)
+    pending = {}
+    try:
+        for name, data in files.items():
+            pending[name] = _temp_path(f"{folder}/{name}")
+            with fs.open_output_stream(pending[name]) as stream:
+                stream.write(data)
+        for name in files:
+            fs.move(pending.pop(name), f"{folder}/{name}")
+    except BaseException:
+        for tmp in pending.values():
+            try:
+                fs.delete_file(tmp)
+            except OSError:
+                pass  # never written, or the disk refuses again: the error to report is the one re-raised
         raise
 
 

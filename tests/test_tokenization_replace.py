@@ -134,3 +134,58 @@ def test_vocab_with_the_same_settings_gives_the_same_model(sample_documents, sam
                                        "--vocab-size", "1000"])
     assert result.exit_code == 0, result.output
     assert (output / "spm.model").read_bytes() == model
+
+
+@pytest.mark.parametrize("card", [
+    '{"!": 0, "hello": 1}\n',  # a GPT-2 tokenizer's vocab.json (beside its merges.txt)
+    "truncated {",  # c4prep's card, damaged
+])
+def test_vocab_refuses_a_folder_whose_vocab_json_is_not_its_card(card, sample_documents, sample_vocab, tmp_path):
+    """Another tool's vocab.json was replaced silently; a damaged card let other settings replace an intact model."""
+    output = shutil.copytree(sample_vocab, tmp_path / "vocab")
+    (output / "vocab.json").write_text(card)
+    before = snapshot(output)
+    args = ["vocab", "--input", str(sample_documents), "--output", str(output), "--vocab-size", "800"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert last_line(result) == (
+        f"Error: {output}/vocab.json is not a c4prep vocabulary card (damaged, or another tool's), so this run cannot "
+        f"tell what it would replace and left {output} unchanged: restore it, give another --output, or pass "
+        "--allow-other-settings to replace it")
+    assert snapshot(output) == before
+    assert CliRunner().invoke(main, [*args, "--allow-other-settings"]).exit_code == 0
+
+
+class _FullDisk:
+    """A filesystem that is full once ``room["files"]`` more files were opened for writing (shared by every
+    wrapper of the run)."""
+
+    def __init__(self, fs, room: dict[str, int]) -> None:
+        self.fs, self.room = fs, room
+
+    def open_output_stream(self, path, *args, **kwargs):
+        self.room["files"] -= 1
+        if self.room["files"] < 0:
+            raise OSError(28, "No space left on device")
+        return self.fs.open_output_stream(path, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.fs, name)
+
+
+@pytest.mark.parametrize("room", [1, 2, 3])  # the write probe, the model, the vocab: then the card would not fit
+def test_a_vocab_run_that_cannot_write_leaves_the_vocabulary_as_it_was(room, sample_documents, sample_vocab,
+                                                                       tmp_path, monkeypatch):
+    """A full disk (or a kill) while the vocabulary was written left spm.model and no card: the vocabulary was lost
+    and neither `vocab` nor `tokenize` would take the folder again."""
+    import c4prep.shards
+
+    output = shutil.copytree(sample_vocab, tmp_path / "vocab")
+    before = snapshot(output)
+    resolve, left = c4prep.shards.resolve_uri, {"files": room}
+    monkeypatch.setattr(c4prep.shards, "resolve_uri", lambda uri: (_FullDisk(resolve(uri)[0], left), resolve(uri)[1]))
+    result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(output),
+                                       "--vocab-size", "1000", "--seed", "0"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert last_line(result) == f"Error: cannot write the vocabulary to {output}: [Errno 28] No space left on device"
+    assert snapshot(output) == before

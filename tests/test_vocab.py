@@ -227,18 +227,22 @@ def test_cli_vocab_says_when_the_model_has_another_size(sample_documents, tmp_pa
     (["--language-ratio", "\u00b2"], "is not positive integers"),  # "²".isdigit() is True, int("²") fails
     (["--character-coverage", "0.9"], "--character-coverage must be in [0.98, 1]"),
     (["--num-threads", "0"], "--num-threads must be in [1, 1024]"),
+    (["--input", "{documents}"], "--input {documents} is given twice (its sentences would count double): give each "
+                                 "once, and weigh them with --language-ratio"),
 ])
 def test_cli_vocab_errors(sample_documents, tmp_path, args, message):
+    args = [arg.format(documents=sample_documents) for arg in args]
     result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(tmp_path), *args])
     assert result.exit_code != 0
-    assert message in result.output
+    assert message.format(documents=sample_documents) in result.output
     assert "Traceback" not in result.output and not (tmp_path / "vocab.json").exists()
 
 
 def test_cli_vocab_fails_before_sampling_on_a_ratio_larger_than_the_sample_or_a_file_as_output(sample_documents,
                                                                                                tmp_path):
-    twice = ["vocab", "--input", str(sample_documents), "--input", str(sample_documents)]
-    result = CliRunner().invoke(main, [*twice, "--language-ratio", "10:1", "--input-sentence-size", "5",
+    copy = shutil.copytree(sample_documents, tmp_path / "copy")
+    two = ["vocab", "--input", str(sample_documents), "--input", str(copy)]
+    result = CliRunner().invoke(main, [*two, "--language-ratio", "10:1", "--input-sentence-size", "5",
                                        "--output", str(tmp_path)])
     assert "--input-sentence-size 5 cannot hold the --language-ratio 10:1: give at least 11" in result.output
     (tmp_path / "afile").write_text("x")

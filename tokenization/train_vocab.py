@@ -1,7 +1,8 @@
 """`c4prep vocab`: train a SentencePiece model on sentences sampled from document shards, as T5 did.
 
 Writes ``spm.model``, ``spm.vocab`` and last ``vocab.json`` (the card: settings, sentence counts, source
-fingerprints, versions). A folder is a complete vocabulary exactly when it has a card.
+fingerprints, versions, the model's SHA-256). A folder is a complete vocabulary exactly when it has a card that
+describes its model.
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from c4prep.manifest import (
     output_folder,
     read_manifest,
 )
-from c4prep.output_settings import Content, Settings, check_same_settings
-from c4prep.shards import atomic_output, join_uri, resolve_uri
+from c4prep.output_settings import ALLOW_FLAG, Content, OtherSettingsError, Settings, check_same_settings
+from c4prep.shards import check_writable, join_uri, resolve_uri, write_files_together
 
 from .sampling import BottomKSample, LineStats, document_lines, stream_key
 from .vocabulary import EOS_ID, PAD_ID, UNK_ID
@@ -66,6 +67,9 @@ class VocabConfig:
     num_threads: int = 16  # SentencePiece's default; the model depends on it, so it is not the machine's count
     allow_other_settings: bool = False  # replace a vocabulary made with other settings (otherwise refused)
 
+    def __post_init__(self) -> None:
+        self.splits = list(dict.fromkeys(self.splits))  # a split given twice is read once
+
 
 @dataclass
 class VocabResult:
@@ -95,6 +99,12 @@ def check_config(config: VocabConfig) -> None:
     """Fail fast, with one line, on settings that cannot work."""
     if not config.inputs:
         raise VocabError("no input given: pass --input DOCUMENT_SHARDS_DIR (repeatable)")
+    twice = next((uri for i, uri in enumerate(config.inputs) if uri in config.inputs[:i]), None)
+    if twice is not None:
+        raise VocabError(f"--input {twice} is given twice (its sentences would count double): give each once, and "
+                         "weigh them with --language-ratio")
+    if not config.output.strip():
+        raise VocabError(f"--output {config.output!r} names no folder: give one")
     if config.model_type not in MODEL_TYPES:
         raise VocabError(f"unknown model type {config.model_type!r}: use one of {', '.join(MODEL_TYPES)}")
     if config.vocab_size < 4:
@@ -233,8 +243,11 @@ def _check_replaceable(config: VocabConfig, manifests: Sequence[Manifest]) -> No
         return
     try:
         card = read_card(join_uri(config.output, CARD_NAME))
-    except VocabError:  # a card that does not read: no vocabulary that loads, nothing good to keep
-        return
+    except VocabError:  # a damaged card beside a good model, or another tool's vocab.json (a GPT-2 tokenizer's)
+        raise OtherSettingsError(
+            f"{join_uri(config.output, CARD_NAME)} is not a c4prep vocabulary card (damaged, or another tool's), so "
+            f"this run cannot tell what it would replace and left {config.output} unchanged: restore it, give another "
+            f"--output, or pass {ALLOW_FLAG} to replace it") from None
     if card is None:
         return
     sources = [{"uri": uri, "fingerprint": manifest_fingerprint(manifest)}
@@ -250,6 +263,10 @@ def train_vocabulary(config: VocabConfig) -> VocabResult:
     manifests = document_manifests(config)  # the inputs are checked before the output folder is made
     with output_folder(config.output, VOCABULARY, files=[MODEL_NAME, VOCAB_NAME, CARD_NAME]):
         _check_replaceable(config, manifests)
+        try:
+            check_writable(config.output)  # found before training, which may take hours, not after
+        except OSError as error:
+            raise VocabError(f"cannot write the vocabulary to {config.output}: {error}") from None
         started = time.monotonic()
         sentences, sources = sample_sentences(config, manifests)
         sampled = time.monotonic()
@@ -280,15 +297,10 @@ def train_vocabulary(config: VocabConfig) -> VocabResult:
 
 
 def write_vocabulary(output: str, model_proto: bytes, vocab_text: str, card: dict[str, Any]) -> None:
-    """Replace the vocabulary in ``output``: drop the old card, write model and vocab, then the card."""
-    fs, path = resolve_uri(output)
-    card_path = f"{path}/{CARD_NAME}"
-    if fs.get_file_info(card_path).type == pafs.FileType.File:
-        fs.delete_file(card_path)
-    for name, data in ((MODEL_NAME, model_proto), (VOCAB_NAME, vocab_text.encode("utf-8")),
-                       (CARD_NAME, (json.dumps(card, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))):
-        with atomic_output(join_uri(output, name)) as stream:
-            stream.write(data)
+    """Replace the vocabulary in ``output``: model, vocab and card are written aside, then moved into place with the
+    card last; a write that fails (a full disk) leaves the vocabulary as it was."""
+    write_files_together(output, {MODEL_NAME: model_proto, VOCAB_NAME: vocab_text.encode("utf-8"),
+                                  CARD_NAME: (json.dumps(card, indent=2, ensure_ascii=False) + "\n").encode("utf-8")})
 
 
 def read_card(uri: str) -> dict[str, Any] | None:
