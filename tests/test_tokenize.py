@@ -108,6 +108,8 @@ def test_wide_vocabularies_use_uint32():
     ("vocab-not-a-model", "not a SentencePiece model"),
     ("card-of-another-model", "is not the model its vocab.json describes"),
     ("negative-extra-ids", "--extra-ids must be >= 0"),
+    ("too-many-extra-ids", "--extra-ids 5,000,000,000 with the 1,000 pieces of {vocab} make more ids than token "
+                           "shards can number (4,294,967,296); T5 uses --extra-ids 100"),
 ])
 def test_cli_errors(sample_documents, sample_vocab, tmp_path, case, message):
     args = {"--input": str(sample_documents), "--vocab": str(sample_vocab), "--output": str(tmp_path / "out")}
@@ -131,11 +133,13 @@ def test_cli_errors(sample_documents, sample_vocab, tmp_path, case, message):
         (tmp_path / "vocab" / "vocab.json").write_text(json.dumps(card))
     elif case == "negative-extra-ids":
         args["--extra-ids"] = "-1"
+    elif case == "too-many-extra-ids":
+        args["--extra-ids"] = "5000000000"
     else:
         args["--output"] = str(sample_documents)
     result = CliRunner().invoke(main, ["tokenize", *[part for pair in args.items() for part in pair]])
     assert result.exit_code == 2
-    assert message in result.output and "Traceback" not in result.output
+    assert message.format(vocab=sample_vocab) in result.output and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
 
 

@@ -15,7 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
+from click.testing import CliRunner
 
+from c4prep.cli import main as c4prep_main
 from c4prep.interrupted import INTERRUPTED_EXIT_CODE
 from c4prep.manifest import Manifest, read_manifest, write_manifest
 from c4prep.shards import read_shard, write_shard
@@ -323,6 +325,25 @@ def test_an_output_dir_that_cannot_be_a_folder_is_one_line(sample_tokens, tmp_pa
     assert train(sample_tokens, tmp_path) == 2
     assert one_line_error(capsys).endswith(f"output_dir={tmp_path / 'run'} cannot be the run folder: File exists "
                                            f"({tmp_path / 'run'}); give a folder that can be written")
+
+
+def test_token_shards_without_sentinels_and_a_model_too_big_for_memory_are_one_line(sample_documents, sample_vocab,
+                                                                                     tmp_path, capsys):
+    """Span corruption on shards tokenized with --extra-ids 0 said only "max_sentinels must be >= 1, got 0"; a
+    model that cannot be allocated was a traceback."""
+    tokens = tmp_path / "tokens"
+    result = CliRunner().invoke(c4prep_main, ["tokenize", "--input", str(sample_documents), "--vocab",
+                                              str(sample_vocab), "--output", str(tokens), "--extra-ids", "0"])
+    assert result.exit_code == 0, result.output
+    assert train(tokens, tmp_path) == 2
+    assert one_line_error(capsys) == (
+        f"train: error: objective=span_corruption needs sentinel ids, but {tokens} was tokenized with --extra-ids 0: "
+        "re-tokenize with --extra-ids 100 (T5's), or choose an objective without them (prefix_lm, iid_drop_tokens, "
+        "deshuffling, lm)")
+    assert train(tokens, tmp_path, "objective=iid_drop_tokens", "objective.targets_length=128",
+                 "+model.d_ff=100000000000") == 2
+    assert one_line_error(capsys).startswith("train: error: the t5 model of 1,000 ids does not fit in memory (")
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -31,7 +31,7 @@ from c4prep.shard_formats import check_format
 from c4prep.shards import join_uri, resolve_uri, shard_name, write_shard
 from c4prep.staged_output import staged_output, write_info_file
 
-from .token_shards import token_batch, token_schema
+from .token_shards import UINT32_LIMIT, token_batch, token_schema
 from .train_vocab import locate_vocabulary
 from .vocabulary import SentencePieceVocabulary
 
@@ -142,6 +142,10 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
         vocab = SentencePieceVocabulary(model_proto, extra_ids=config.extra_ids)
     except ValueError as error:
         raise TokenizeError(f"--vocab {config.vocab}: {error}") from None
+    if vocab.vocab_size > UINT32_LIMIT:
+        raise TokenizeError(f"--extra-ids {config.extra_ids:,} with the {vocab.base_vocab_size:,} pieces of "
+                            f"{config.vocab} make more ids than token shards can number ({UINT32_LIMIT:,}); T5 uses "
+                            "--extra-ids 100")
     model_sha256 = vocab.model_sha256
     schema = token_schema(vocab.vocab_size, {"vocab_sha256": model_sha256, "vocab_size": str(vocab.vocab_size)})
     extra = {

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 UINT16_LIMIT = 1 << 16
+UINT32_LIMIT = 1 << 32  # the most ids a token shard can number
 
 
 def token_schema(vocab_size: int, metadata: Mapping[str, str] | None = None) -> pa.Schema:

@@ -225,6 +225,11 @@ def _with_sentinels(objective_cfg: TokenObjectiveConfig, manifest: Manifest, tok
         raise TrainConfigError(f"objective.params.max_sentinels={given}, but {tokens_dir} was tokenized with "
                                f"--extra-ids {extra_ids}: leave max_sentinels unset (it follows the token shards), or "
                                f"re-tokenize with --extra-ids {given}")
+    if extra_ids < composition.min_sentinels:
+        without = ", ".join(name for name, other in OBJECTIVES.items() if not other.min_sentinels)
+        raise TrainConfigError(f"objective={objective_cfg.name} needs sentinel ids, but {tokens_dir} was tokenized "
+                               f"with --extra-ids {extra_ids}: re-tokenize with --extra-ids 100 (T5's), or choose an "
+                               f"objective without them ({without})")
     return params
 
 

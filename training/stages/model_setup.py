@@ -123,6 +123,12 @@ def _build(spec: dict[str, Any]) -> torch.nn.Module:
         return build_model(**spec)
     except (TypeError, ValueError) as error:
         raise TrainConfigError(f"bad model settings {spec}: {error}") from None
+    except RuntimeError as error:  # torch's allocators: "you tried to allocate 640000262144 bytes", CUDA's OOM
+        if "allocate" not in str(error):
+            raise
+        reason = str(error).strip().splitlines()[-1]
+        raise TrainConfigError(f"the {spec.get('name')} model of {spec.get('vocab_size'):,} ids does not fit in "
+                               f"memory ({reason}): use a smaller model or vocabulary") from None
 
 
 def check_rows_fit(model: torch.nn.Module, row_builder: RowBuilder) -> None:
