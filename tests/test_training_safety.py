@@ -275,6 +275,8 @@ def test_resume_settings_allow_what_only_runs_the_training_differently():
     assert resume_conflicts(started, {**started, "init_from": "runs/other"}) == [
         ("init_from", "runs/gpt", "runs/other")]
     assert resume_conflicts(started, {**recorded, "init_from": None}) == [("init_from", "runs/gpt", None)]
+    other_shell = {**recorded, "classify": {"folder": "/elsewhere/yelp"}}  # C4PREP_SHARED_DATA set otherwise
+    assert resume_conflicts({**recorded, "classify": {"folder": "../shared/data/yelp"}}, other_shell) == []
     gpt1 = {**recorded, "data": {"folder": "/yelp", "lm_weight": 0.5}}  # the loss GPT-1 fine-tuning trains with
     assert resume_conflicts(gpt1, {**gpt1, "data": {"folder": "/moved", "lm_weight": 0.0}}) == [
         ("data.lm_weight", 0.5, 0.0)]

@@ -1,7 +1,10 @@
 """Which settings a resumed run may change: how it executes, logs and checkpoints, and how long it runs; not what it
 trains (model, objective, optimizer, schedule, batch size, seed, stage, the ``init_from`` it started from, which
 exports name and AdaVAE takes its vocabulary from). The data is checked by its fingerprint (`restore`), since its
-paths may move while its content stays; how it is scored (GPT-1's ``data.lm_weight``) is compared here.
+paths may move while its content stays; how it is scored (GPT-1's ``data.lm_weight``) is compared here. The
+settings of the stages that use a trained run (``evaluate.``, ``generate.``, ``classify.``) are no training stage's
+(`check_section_settings` refuses them changed there), so they are not compared: ``classify.folder`` follows
+``C4PREP_SHARED_DATA``, which a resume in another shell may set otherwise.
 
 A resume restores the optimizer and schedule state from the checkpoint, so a changed ``optimizer.lr`` would be
 silently ignored and a changed model would not load; the run folder's ``config.yaml`` (the settings it trained
@@ -24,6 +27,7 @@ CHECKED_BY_FINGERPRINT = "data."
 SCORING_DATA_SETTINGS = frozenset({"data.lm_weight"})  # how the data is scored, which its fingerprint leaves out
 MODEL = "model."
 TOTAL_STEPS = "schedule.options.total_steps"  # follows trainer.max_steps in the bundled schedules
+USING_STAGES = ("evaluate.", "generate.", "classify.")  # settings of the stages that use a trained run, never resumed
 PATHS = frozenset({"init_from"})  # the weights (and vocabulary) a run started from: 'runs/a/' is 'runs/a'
 
 
@@ -48,7 +52,7 @@ def resume_conflicts(recorded: Mapping[str, Any], current: Mapping[str, Any]) ->
     if all(side.get(TOTAL_STEPS) == side.get("trainer.max_steps") for side in (old, new)):
         skipped.add(TOTAL_STEPS)
     compared = (old.keys() & new.keys()) | {key for key in old.keys() | new.keys() if key.startswith(MODEL)}
-    differing = [key for key in compared if key not in skipped
+    differing = [key for key in compared if key not in skipped and not key.startswith(USING_STAGES)
                  and (not key.startswith(CHECKED_BY_FINGERPRINT) or key in SCORING_DATA_SETTINGS)
                  and _comparable(key, old.get(key)) != _comparable(key, new.get(key))]
     kinds_first = sorted(differing, key=lambda key: (key != "stage", not key.endswith(".name"), key))
