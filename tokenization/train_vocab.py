@@ -11,8 +11,9 @@ import io
 import json
 import os
 import re
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -192,12 +193,33 @@ def sample_sentences(config: VocabConfig, manifests: Sequence[Manifest]) -> tupl
     return [line for entries in chosen for _, line in entries], sources
 
 
+def _interruptible(work: Callable[[], None]) -> None:
+    """Run ``work`` in a daemon thread while this one waits: SentencePiece's trainer releases the GIL but never looks
+    at signals, so Ctrl-C waited for the end of training; now it interrupts the wait at once (and the process
+    exits without waiting for the trainer)."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as error:  # re-raised in the waiting thread
+            failure.append(error)
+
+    worker = threading.Thread(target=run, name="sentencepiece-trainer", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if failure:
+        raise failure[0]
+
+
 def train_model(sentences: Sequence[str], options: dict[str, Any]) -> bytes:
     """Serialised SentencePiece model trained on ``sentences``; :class:`VocabError` if the corpus is too small for
     the vocabulary size, or the size too small for the corpus's characters."""
     model = io.BytesIO()
     try:
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, minloglevel=1, **options)
+        _interruptible(lambda: spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model,
+                                                              minloglevel=1, **options))
     except RuntimeError as error:
         too_big = _TOO_BIG.search(str(error))
         if too_big:
