@@ -192,8 +192,10 @@ def make_loader(dataset: MicroBatchStream, num_workers: int) -> Iterator[dict[st
     CUDA; each crosses from its worker as one buffer (:mod:`.packed_batches`)."""
     if num_workers < 0:
         raise TokenDataError(f"num_workers must be >= 0, got {num_workers}")
+    # its own generator: one drawn from torch's global one (for the workers' base seed) would shift every dropout
+    # mask after a resume, which makes the loader after restoring the checkpoint's RNG state
     loader = DataLoader(PackedStream(dataset), batch_size=None, num_workers=num_workers, persistent_workers=False,
-                        pin_memory=torch.cuda.is_available())
+                        pin_memory=torch.cuda.is_available(), generator=torch.Generator().manual_seed(0))
     return map(PackedBatch.unpack, loader)
 
 
