@@ -82,6 +82,12 @@ def _truncated(path: Path) -> None:
     path.write_bytes(path.read_bytes()[:2000])
 
 
+def _cut(path: Path) -> None:
+    """A copy cut short (a full disk, an interrupted transfer): torch's zip reader fails with EINVAL."""
+    torch.save({"step": 1, "model": {"weight": torch.ones(100_000)}, "model_spec": {"name": "t5"}}, path)
+    path.write_bytes(path.read_bytes()[:5000])
+
+
 def _zip_of_text(path: Path) -> None:
     shutil.make_archive(str(path), "zip", root_dir=Path(__file__).parent, base_dir="conftest.py")
     os.replace(f"{path}.zip", path)
@@ -92,6 +98,7 @@ DAMAGED = {
     "text": lambda path: path.write_text("step: 3\nmodel: t5_tiny\n"),
     "empty": lambda path: path.write_bytes(b""),
     "truncated": _truncated,
+    "cut within its weights": _cut,
     "zip, not torch": _zip_of_text,
     "a tensor": lambda path: torch.save(torch.ones(3), path),
 }
@@ -189,6 +196,14 @@ def test_a_bug_keeps_its_traceback(tmp_path, monkeypatch):
 def test_usage_mentions_debug(capsys):
     assert main(["--help"]) == 0
     assert "--debug" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", ["--cfg", "-m", "--multirun"])
+def test_an_unknown_flag_says_what_train_takes(flag, capsys):
+    """Hydra's flags were a lexer error: "bad override: LexerNoViableAltException: --cfg"."""
+    assert main([flag, "job"]) == 2
+    assert one_line_error(capsys) == (f"train: error: unknown option {flag}: train takes key=value overrides, "
+                                      "--print-config (the settings a run would use), --debug and --help")
 
 
 @pytest.fixture
@@ -320,6 +335,38 @@ def test_a_resume_checks_the_settings_its_checkpoint_holds(sample_tokens, tmp_pa
     assert "optimizer.lr is 1.0 there and 0.5 now;" in line
     assert line.endswith(f"or its settings (optimizer.lr=1.0; as its checkpoint "
                          f"{tmp_path / 'run' / 'checkpoints' / 'step_00000001.pt'} records them)")
+
+
+def test_an_output_dir_of_the_users_or_of_token_shards_is_refused_untouched(sample_tokens, tmp_path, capsys):
+    """A project folder's config.yaml was replaced by the run's, metrics and checkpoints written beside its files;
+    the token shards as output_dir took the run's files; output_dir= trained into the working folder."""
+    project = tmp_path / "run"
+    project.mkdir()
+    (project / "config.yaml").write_text("lr: 0.1\nlayers: 12\n")
+    (project / "notes.txt").write_text("important")
+    for output_dir in (project, sample_tokens):
+        before = {path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file()}
+        assert main([f"data.tokens={sample_tokens}", *TINY, f"output_dir={output_dir}"]) == 2
+        assert one_line_error(capsys) == (f"train: error: output_dir={output_dir} holds files but no run of `train` "
+                                          "(its config.yaml), which this run would write among: give a new or "
+                                          "empty folder")
+        assert {path: path.read_bytes() for path in output_dir.rglob("*") if path.is_file()} == before
+    assert main([f"data.tokens={sample_tokens}", *TINY, "output_dir="]) == 2
+    assert one_line_error(capsys) == ("train: error: output_dir= names no folder: give the run's folder (a new one, "
+                                      "or a run to resume)")
+
+
+def test_a_resume_into_a_folder_that_cannot_be_written_is_one_line(sample_tokens, tmp_path, capsys, monkeypatch):
+    """A read-only run folder: the resume wrote its run files first and failed with a traceback."""
+    assert train(sample_tokens, tmp_path) == 0
+
+    def read_only(folder: str) -> None:
+        raise OSError(30, "Read-only file system", folder)
+
+    monkeypatch.setattr(stages.run, "check_writable", read_only)
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=2") == 2
+    assert one_line_error(capsys) == (f"train: error: output_dir={tmp_path / 'run'} cannot be the run folder: "
+                                      f"Read-only file system ({tmp_path / 'run'}); give a folder that can be written")
 
 
 def test_an_output_dir_that_cannot_be_a_folder_is_one_line(sample_tokens, tmp_path, capsys):

@@ -14,6 +14,7 @@ refuses such a file that has changed since.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -99,15 +100,15 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             warnings.filterwarnings("ignore", message="Detected pickle protocol")
             state = torch.load(path, map_location="cpu", weights_only=True)
     except OSError as error:
-        raise CheckpointError(f"cannot read checkpoint {path}: {error}") from None
+        if error.errno in (errno.EACCES, errno.EPERM, errno.ENOENT, errno.EISDIR):  # the file, not its content
+            raise CheckpointError(f"cannot read checkpoint {path}: {error}") from None
+        raise CheckpointError(_damaged(path, error)) from None  # a cut file: the zip reader's EINVAL
     except Exception as error:  # the weights-only unpickler runs no code: whatever fails is the file's content
         unsafe = _UNSAFE_GLOBAL.search(str(error))
         if unsafe:
             raise CheckpointError(f"refused to load {path}: it is not a c4prep checkpoint, loading it would run code "
                                   f"(it calls {unsafe[1]}); pass a step_*.pt file that `train` wrote") from None
-        raise CheckpointError(f"{path} is not a c4prep checkpoint or is damaged ({type(error).__name__} while "
-                              "reading it); pass a step_*.pt file that `train` wrote, or delete it to resume from "
-                              "an older one") from None
+        raise CheckpointError(_damaged(path, error)) from None
     if not (isinstance(state, dict) and all(isinstance(state.get(k), kind) for k, kind in REQUIRED_FIELDS.items())):
         raise CheckpointError(f"{path} is not a c4prep checkpoint (it lacks a step, model weights or a model_spec); "
                               "pass a step_*.pt file that `train` wrote")
@@ -117,6 +118,11 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                               "copied over; restore the file or pass the one that holds that step")
     _check_run_files(path, state.get(RUN_FILES_FIELD) or {})
     return state
+
+
+def _damaged(path: Path, error: Exception) -> str:
+    return (f"{path} is not a c4prep checkpoint or is damaged ({type(error).__name__} while reading it); pass a "
+            "step_*.pt file that `train` wrote, or delete it to resume from an older one")
 
 
 def file_sha256(path: Path) -> str:

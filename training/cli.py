@@ -67,6 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print_only, debug = "--print-config" in args, "--debug" in args
     args = [a for a in args if a not in ("--print-config", "--debug")]
+    unknown = next((a for a in args if a.startswith("-")), None)
+    if unknown is not None:  # Hydra's own flags (--cfg, --multirun, -m) included: `train` composes, it runs no app
+        _report("error", ValueError(f"unknown option {unknown}: train takes key=value overrides, --print-config "
+                                    "(the settings a run would use), --debug and --help"), debug)
+        return 2
     main_rank = launched_rank() == 0  # under torchrun the others say only what goes wrong
     logging.basicConfig(level=logging.INFO if main_rank else logging.WARNING, format="%(message)s")
     if threading.current_thread() is threading.main_thread():

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from c4prep.shards import check_writable
+
 from ..checkpoint import RUN_FILES_FIELD, CheckpointError, file_sha256, latest_checkpoint, load_checkpoint
 from ..config import settings_values, to_yaml
 from ..config_errors import TrainConfigError
@@ -56,21 +58,37 @@ def start_run(cfg: TrainConfig) -> RunContext:
     except ValueError as error:
         raise TrainConfigError(str(error)) from None
     env = init_distributed(device)
+    torch.manual_seed(cfg.seed)  # dropout draws from it: a run from init_from's weights was seeded by nothing
     if settings.num_threads:
         torch.set_num_threads(settings.num_threads)
-    run_dir = Path(cfg.output_dir)
+    run_dir = check_run_folder(cfg.output_dir)
     resuming = cfg.resume != "never" and latest_checkpoint(run_dir) is not None
     if resuming:
         check_resumable_settings(run_dir, cfg)
     if env.is_main:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
+            check_writable(str(run_dir))  # a resume into a read-only folder failed writing its run files
             if not resuming:  # a resumed run's settings replace its record once its checkpoint is loaded
                 record_settings(run_dir, cfg)
         except OSError as error:
-            raise TrainConfigError(f"output_dir={run_dir} cannot be the run folder: {error.strerror} "
-                                   f"({error.filename}); give a folder that can be written") from None
+            raise TrainConfigError(f"output_dir={run_dir} cannot be the run folder: {error.strerror or error} "
+                                   f"({error.filename or run_dir}); give a folder that can be written") from None
     return RunContext(cfg, settings, env, device, run_dir)
+
+
+def check_run_folder(output_dir: str) -> Path:
+    """``output_dir`` as the run folder; a one-line error where it names none, or holds files but no run of `train`
+    (a project folder, a token dataset): the run would replace its ``config.yaml`` and write beside its files."""
+    if not str(output_dir).strip():
+        raise TrainConfigError("output_dir= names no folder: give the run's folder (a new one, or a run to resume)")
+    run_dir = Path(output_dir)
+    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+        return run_dir
+    if not {"stage", "trainer"} <= recorded_settings(run_dir).keys():
+        raise TrainConfigError(f"output_dir={run_dir} holds files but no run of `train` (its {RUN_CONFIG}), which "
+                               "this run would write among: give a new or empty folder")
+    return run_dir
 
 
 def record_settings(run_dir: Path, cfg: TrainConfig) -> None:
