@@ -198,6 +198,13 @@ def test_usage_mentions_debug(capsys):
     assert "--debug" in capsys.readouterr().out
 
 
+def test_a_hydra_setting_is_refused(capsys):
+    """hydra.run.dir=/tmp/x was accepted and did nothing: the run went to output_dir."""
+    assert main(["hydra.run.dir=/tmp/x"]) == 2
+    assert one_line_error(capsys) == ("train: error: hydra.run.dir=/tmp/x does nothing: train composes its settings "
+                                      "without running a Hydra app (the run's folder is output_dir=): remove it")
+
+
 @pytest.mark.parametrize("flag", ["--cfg", "-m", "--multirun"])
 def test_an_unknown_flag_says_what_train_takes(flag, capsys):
     """Hydra's flags were a lexer error: "bad override: LexerNoViableAltException: --cfg"."""

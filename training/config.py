@@ -111,6 +111,10 @@ OmegaConf.register_new_resolver("max_steps_fraction", _max_steps_fraction, repla
 def load_config(overrides: Sequence[str] = ()) -> TrainConfig:
     """Compose ``train.yaml`` with Hydra-style ``key=value`` / ``group=option`` overrides, then type and validate.
     A stage that uses a trained run (``config_runs.RUN_STAGES``) starts from ``init_from``'s run settings."""
+    hydra_setting = next((o for o in overrides if o.lstrip("+~").startswith(("hydra.", "hydra/", "hydra="))), None)
+    if hydra_setting is not None:  # compose() accepts and ignores them
+        raise TrainConfigError(f"{hydra_setting} does nothing: train composes its settings without running a Hydra "
+                               "app (the run's folder is output_dir=): remove it")
     held = run_section_keys(overrides)
     try:
         cfg = _compose([override for override in overrides if override not in held])

@@ -57,11 +57,11 @@ def start_run(cfg: TrainConfig) -> RunContext:
         device = select_device(settings.device)
     except ValueError as error:
         raise TrainConfigError(str(error)) from None
+    run_dir = check_run_folder(cfg.output_dir)  # on every rank before they join: then none has written there yet
     env = init_distributed(device)
     torch.manual_seed(cfg.seed)  # dropout draws from it: a run from init_from's weights was seeded by nothing
     if settings.num_threads:
         torch.set_num_threads(settings.num_threads)
-    run_dir = check_run_folder(cfg.output_dir)
     resuming = cfg.resume != "never" and latest_checkpoint(run_dir) is not None
     if resuming:
         check_resumable_settings(run_dir, cfg)
