@@ -197,11 +197,13 @@ LISTING_FIELD = "path_list_sha256"  # in a documents manifest's config: what its
 
 
 def listing_sha256(config: RunConfig, files: list[str]) -> str | None:
-    """The SHA-256 of the paths ``config.path_list`` names, one per line without ``--input-prefix`` (compared on
-    its own), from ``files`` as :func:`check_inputs` returned them; None without a list."""
+    """The SHA-256 of the paths ``config.path_list`` names, one per line, from ``files`` as :func:`check_inputs`
+    returned them: without ``--input-prefix`` (compared on its own), else made absolute (a relative path names another
+    file from another working folder); None without a list."""
     if not config.path_list:
         return None
-    return hashlib.sha256("\n".join(path.removeprefix(config.path_prefix) for path in files).encode()).hexdigest()
+    paths = [path.removeprefix(config.path_prefix) if config.path_prefix else absolute_input(path) for path in files]
+    return hashlib.sha256("\n".join(paths).encode()).hexdigest()
 
 
 def _path_list(config: dict[str, Any]) -> Content | str | None:

@@ -7,7 +7,7 @@ import pytest
 import c4prep.configs
 from c4prep.training.checkpoint import save_checkpoint
 from c4prep.training.cli import main
-from c4prep.training.config import load_config, to_yaml
+from c4prep.training.config import load_config, settings_values, to_yaml
 
 RUN_SETTINGS = ["model=gpt_tiny", "objective=lm", "objective.targets_length=33", "data.tokens=/data/tokens",
                 "data.validation_split=train", "z_loss=1e-4", "seed=7", "trainer.micro_batch_size=2"]
@@ -148,6 +148,32 @@ def test_an_objective_the_stage_does_not_train_with_is_refused(tmp_path, capsys,
         "stage=pretrain with data.kind=tokens; stage=finetune with data.kind=text_to_text and "
         "data.unsupervised_tokens; stage=finetune with model=adavae: remove it")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_resume_does_not_compare_an_objective_or_z_loss_its_stage_does_not_read():
+    """A character run recorded with objective=prefix_lm (accepted before it was refused) could not resume: without
+    it the resume differed, with it the setting was refused; objective=lm had to be repeated on every resume."""
+    from c4prep.training.resume_settings import resume_conflicts
+    from c4prep.training.stages import unread_settings
+
+    char = load_config(["experiment=shakespeare_char"])
+    assert unread_settings(char) == ("objective.", "z_loss")
+    assert unread_settings(load_config(["model=t5_tiny"])) == ()
+    recorded = settings_values(load_config(["experiment=shakespeare_char", "objective=prefix_lm", "z_loss=1e-4"]))
+    current = settings_values(char)
+    assert {"objective.name", "z_loss"} <= {key for key, _, _ in resume_conflicts(recorded, current)}
+    assert resume_conflicts(recorded, current, unread_settings(char)) == []
+
+
+def test_a_training_stage_into_another_stages_folder_is_refused(sample_tokens, tmp_path, capsys):
+    """A pre-training run into RUN/evaluate replaced the evaluation's metrics.jsonl and config.yaml."""
+    evaluation = fake_run(tmp_path / "evaluate", "stage=evaluate")
+    before = (evaluation / "config.yaml").read_text()
+    assert main(["model=t5_tiny", f"data.tokens={sample_tokens}", f"output_dir={evaluation}",
+                 "trainer.device=cpu"]) == 2
+    assert one_line_error(capsys) == (f"train: error: output_dir={evaluation} holds a run of stage=evaluate (its "
+                                      "config.yaml): give stage=pretrain another output_dir")
+    assert (evaluation / "config.yaml").read_text() == before
 
 
 def test_z_loss_on_a_model_other_than_t5_is_refused(tmp_path, capsys):

@@ -164,6 +164,20 @@ def test_an_edited_input_list_is_other_input_and_the_same_list_moved_is_not(webd
     assert result.exit_code == 0, result.output
 
 
+def test_an_input_list_of_relative_paths_names_other_files_from_another_folder(webdata, tmp_path, monkeypatch):
+    """Its paths' text was hashed: the same list run from another folder read other files and replaced the corpus."""
+    listing, output = tmp_path / "wet.paths", tmp_path / "en"
+    listing.write_text(f"{SAMPLE_NAME}\n")
+    for folder in ("first", "second"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(webdata / SAMPLE_NAME, tmp_path / folder / SAMPLE_NAME)
+    run = ("run", "--input-list", str(listing), "--output", str(output), "--num-shards", "2", "--no-progress")
+    monkeypatch.chdir(tmp_path / "first")
+    assert _invoke(*run).exit_code == 0
+    monkeypatch.chdir(tmp_path / "second")
+    assert _one_line_error(_invoke(*run)).startswith(f"Error: {output} holds a corpus made with --input-list {listing}")
+
+
 def _recorded_inputs(output: Path, inputs: list[str]) -> None:
     """Make ``output``'s manifest record ``inputs``, as an earlier run or install did."""
     manifest = json.loads((output / "manifest.json").read_text())

@@ -327,8 +327,8 @@ def test_a_resume_with_other_settings_is_refused_and_keeps_the_runs_record(sampl
     assert "max_steps: 2" in (tmp_path / "run" / "config.yaml").read_text()
     assert train(sample_tokens, tmp_path, "stage=evaluate", f"init_from={tmp_path / 'run'}",
                  f"output_dir={tmp_path / 'run'}") == 2
-    assert f"output_dir={tmp_path / 'run'} holds a pretrain run (its checkpoints and config.yaml): give the evaluate " \
-           "stage another output_dir" in one_line_error(capsys)
+    assert f"output_dir={tmp_path / 'run'} holds a run of stage=pretrain (its config.yaml): give stage=evaluate " \
+           "another output_dir" in one_line_error(capsys)
 
 
 def test_a_resume_checks_the_settings_its_checkpoint_holds(sample_tokens, tmp_path, capsys):

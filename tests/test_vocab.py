@@ -227,7 +227,7 @@ def test_cli_vocab_says_when_the_model_has_another_size(sample_documents, tmp_pa
     (["--language-ratio", "\u00b2"], "is not positive integers"),  # "²".isdigit() is True, int("²") fails
     (["--character-coverage", "0.9"], "--character-coverage must be in [0.98, 1]"),
     (["--num-threads", "0"], "--num-threads must be in [1, 1024]"),
-    (["--input", "{documents}"], "--input {documents} is given twice (its sentences would count double): give each "
+    (["--input", "{documents}/."], "--input {documents}/. is given twice (its sentences would count double): give each "
                                  "once, and weigh them with --language-ratio"),
 ])
 def test_cli_vocab_errors(sample_documents, tmp_path, args, message):

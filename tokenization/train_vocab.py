@@ -100,7 +100,8 @@ def check_config(config: VocabConfig) -> None:
     """Fail fast, with one line, on settings that cannot work."""
     if not config.inputs:
         raise VocabError("no input given: pass --input DOCUMENT_SHARDS_DIR (repeatable)")
-    twice = next((uri for i, uri in enumerate(config.inputs) if uri in config.inputs[:i]), None)
+    same = [uri if "://" in uri else os.path.realpath(uri) for uri in config.inputs]  # relative, absolute, linked
+    twice = next((uri for i, uri in enumerate(config.inputs) if same[i] in same[:i]), None)
     if twice is not None:
         raise VocabError(f"--input {twice} is given twice (its sentences would count double): give each once, and "
                          "weigh them with --language-ratio")

@@ -42,17 +42,18 @@ def flat_settings(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]
     return flat
 
 
-def resume_conflicts(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+def resume_conflicts(recorded: Mapping[str, Any], current: Mapping[str, Any], unread: tuple[str, ...] = ()
+                     ) -> list[tuple[str, Any, Any]]:
     """``(setting, recorded value, current value)`` for each setting a resume may not change, by name. The model
     section lists the fields it sets, so a field on one side only is a change (None on the other); any other setting
-    on one side only (a key added since) is not compared. ``total_steps`` may change with ``max_steps`` where it is
-    ``max_steps`` on both sides."""
+    on one side only (a key added since) is not compared, nor those the stage does not read (``unread`` prefixes).
+    ``total_steps`` may change with ``max_steps`` where it is ``max_steps`` on both sides."""
     old, new = flat_settings(recorded), flat_settings(current)
     skipped = set(CHANGEABLE_ON_RESUME)
     if all(side.get(TOTAL_STEPS) == side.get("trainer.max_steps") for side in (old, new)):
         skipped.add(TOTAL_STEPS)
     compared = (old.keys() & new.keys()) | {key for key in old.keys() | new.keys() if key.startswith(MODEL)}
-    differing = [key for key in compared if key not in skipped and not key.startswith(USING_STAGES)
+    differing = [key for key in compared if key not in skipped and not key.startswith((*USING_STAGES, *unread))
                  and (not key.startswith(CHECKED_BY_FINGERPRINT) or key in SCORING_DATA_SETTINGS)
                  and _comparable(key, old.get(key)) != _comparable(key, new.get(key))]
     kinds_first = sorted(differing, key=lambda key: (key != "stage", not key.endswith(".name"), key))

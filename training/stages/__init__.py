@@ -110,11 +110,9 @@ def check_objective_read(cfg: TrainConfig) -> None:
     """A one-line error for an objective other than train.yaml's on a training stage that trains without one
     (``objective=prefix_lm`` for a character GPT): it did nothing, and the run's ``config.yaml`` recorded it as used.
     The stages that use a trained run take its objective."""
-    if cfg.stage in RUN_STAGES:
+    if cfg.stage in RUN_STAGES or reads_objective(cfg):
         return
     target = STAGE_TABLE[cfg.stage, stage_route(cfg)]
-    if target in OBJECTIVE_READERS and (target != "stages.finetune:run_finetune" or cfg.data.unsupervised_tokens):
-        return
     values, unset = asdict(cfg.objective), asdict(load_config([]).objective)
     if values["name"] == "lm" and stage_route(cfg) in CAUSAL_LM_ROUTES:  # what they train, so it may be said
         unset = asdict(load_config(["objective=lm"]).objective)
@@ -126,6 +124,18 @@ def check_objective_read(cfg: TrainConfig) -> None:
     without = " without data.unsupervised_tokens" if target == "stages.finetune:run_finetune" else ""
     raise TrainConfigError(f"{setting} does nothing for stage={cfg.stage} with {_route_name(stage_route(cfg))}"
                            f"{without}; the objective is read by {'; '.join(OBJECTIVE_READERS.values())}: remove it")
+
+
+def reads_objective(cfg: TrainConfig) -> bool:
+    """Whether this training stage reads the ``objective:`` section (`OBJECTIVE_READERS`)."""
+    target = STAGE_TABLE.get((cfg.stage, stage_route(cfg)))
+    return target in OBJECTIVE_READERS and (target != "stages.finetune:run_finetune" or cfg.data.unsupervised_tokens)
+
+
+def unread_settings(cfg: TrainConfig) -> tuple[str, ...]:
+    """The settings this training stage does not read (prefixes): a resume does not compare them, so a run recorded
+    with an objective or ``z_loss`` it ignored (before they were refused) resumes with or without them."""
+    return (*(("objective.",) if not reads_objective(cfg) else ()), *(("z_loss",) if cfg.model.name != "t5" else ()))
 
 
 def check_z_loss_read(cfg: TrainConfig) -> None:

@@ -30,6 +30,7 @@ from ..optim import build_optimizer, decay_groups
 from ..resume_settings import resume_conflicts
 from ..schedules import build_schedule
 from ..trainer import BatchLoss, Trainer
+from . import unread_settings
 from .data_setup import TrainingData
 from .model_setup import differing_fields, initial_model
 
@@ -57,7 +58,7 @@ def start_run(cfg: TrainConfig) -> RunContext:
         device = select_device(settings.device)
     except ValueError as error:
         raise TrainConfigError(str(error)) from None
-    run_dir = check_run_folder(cfg.output_dir)  # on every rank before they join: then none has written there yet
+    run_dir = check_run_folder(cfg.output_dir, cfg.stage)  # on every rank before they join: none has written yet
     env = init_distributed(device)
     torch.manual_seed(cfg.seed)  # dropout draws from it: a run from init_from's weights was seeded by nothing
     if settings.num_threads:
@@ -77,17 +78,22 @@ def start_run(cfg: TrainConfig) -> RunContext:
     return RunContext(cfg, settings, env, device, run_dir)
 
 
-def check_run_folder(output_dir: str) -> Path:
-    """``output_dir`` as the run folder; a one-line error where it names none, or holds files but no run of `train`
-    (a project folder, a token dataset): the run would replace its ``config.yaml`` and write beside its files."""
+def check_run_folder(output_dir: str, stage: str) -> Path:
+    """``output_dir`` as the run folder of ``stage``; a one-line error where it names none, holds files but no run of
+    `train` (a project folder, a token dataset: the run would replace its ``config.yaml`` and write beside its files)
+    or another stage's (a pre-training run into an evaluation's folder replaced its results)."""
     if not str(output_dir).strip():
         raise TrainConfigError("output_dir= names no folder: give the run's folder (a new one, or a run to resume)")
     run_dir = Path(output_dir)
-    if not run_dir.is_dir() or not any(run_dir.iterdir()):
+    if not run_dir.is_dir() or all(entry.name.startswith(".") for entry in run_dir.iterdir()):  # .gitkeep
         return run_dir
-    if not {"stage", "trainer"} <= recorded_settings(run_dir).keys():
+    recorded = recorded_settings(run_dir)
+    if not {"stage", "trainer"} <= recorded.keys():
         raise TrainConfigError(f"output_dir={run_dir} holds files but no run of `train` (its {RUN_CONFIG}), which "
                                "this run would write among: give a new or empty folder")
+    if recorded["stage"] != stage:
+        raise TrainConfigError(f"output_dir={run_dir} holds a run of stage={recorded['stage']} (its {RUN_CONFIG}): "
+                               f"give stage={stage} another output_dir")
     return run_dir
 
 
@@ -102,7 +108,7 @@ def check_resumable_settings(run_dir: Path, cfg: TrainConfig, checkpoint: tuple[
     file holds) differ from ``cfg`` in what a resume may not change (`resume_settings`)."""
     recorded, source = (recorded_settings(run_dir), run_dir / RUN_CONFIG) if checkpoint is None else \
         (checkpoint[1], f"as its checkpoint {checkpoint[0]} records them")
-    conflicts = resume_conflicts(recorded, settings_values(cfg))
+    conflicts = resume_conflicts(recorded, settings_values(cfg), unread_settings(cfg))
     if not conflicts:
         return
     key, old, new = conflicts[0]
