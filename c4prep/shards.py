@@ -112,6 +112,12 @@ def num_shards_for(total_bytes: int, num_examples: int) -> int:
     return 1
 
 
+def absolute_input(path: str) -> str:
+    """A local input path or pattern made absolute, links resolved (a run records it so, wherever it ran from, and
+    two spellings of one folder are one input); a URI as it is."""
+    return path if "://" in path else os.path.realpath(path)
+
+
 def is_temp_name(name: str) -> bool:
     """Whether a basename is a temporary file left by :func:`atomic_output`."""
     return _TEMP_RE.fullmatch(name) is not None

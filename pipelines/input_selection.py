@@ -18,12 +18,6 @@ class InputError(ValueError):
     """The user's input selection cannot be read (message says what and how to fix it)."""
 
 
-def absolute_input(path: str) -> str:
-    """A local input path or pattern made absolute, links resolved (a run records it so, wherever it ran from); a
-    URI as it is."""
-    return path if "://" in path else os.path.realpath(path)
-
-
 def expand_folders(patterns: list[str]) -> list[str]:
     """Input patterns with each folder (a local folder, or any pattern ending in '/') standing for every file below
     it, recursively."""

@@ -28,7 +28,7 @@ from c4prep.progress import ProgressSettings
 from c4prep.runner_results import RunnerSetupError
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.shard_formats import check_format
-from c4prep.shards import ShardInfo, join_uri, parse_shard_name, shard_name, write_shard
+from c4prep.shards import ShardInfo, absolute_input, join_uri, parse_shard_name, shard_name, write_shard
 from c4prep.staged_output import staged_output
 
 from . import c4_rules
@@ -39,7 +39,6 @@ from .funnel import Funnel, build_funnel, input_files_text, input_problem_counts
 from .funnel_plot import PLOT_NAME, render_funnel_png, write_funnel_plot
 from .input_selection import (
     InputError,
-    absolute_input,
     check_beam_filesystem,
     expand_folders,
     listed_paths,

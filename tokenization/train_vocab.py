@@ -31,7 +31,7 @@ from c4prep.manifest import (
     read_manifest,
 )
 from c4prep.output_settings import ALLOW_FLAG, Content, OtherSettingsError, Settings, check_same_settings
-from c4prep.shards import check_writable, join_uri, resolve_uri, write_files_together
+from c4prep.shards import absolute_input, check_writable, join_uri, resolve_uri, write_files_together
 
 from .sampling import BottomKSample, LineStats, document_lines, stream_key
 from .vocabulary import EOS_ID, PAD_ID, UNK_ID
@@ -100,7 +100,7 @@ def check_config(config: VocabConfig) -> None:
     """Fail fast, with one line, on settings that cannot work."""
     if not config.inputs:
         raise VocabError("no input given: pass --input DOCUMENT_SHARDS_DIR (repeatable)")
-    same = [uri if "://" in uri else os.path.realpath(uri) for uri in config.inputs]  # relative, absolute, linked
+    same = [absolute_input(uri) for uri in config.inputs]  # relative, absolute or linked: one folder
     twice = next((uri for i, uri in enumerate(config.inputs) if same[i] in same[:i]), None)
     if twice is not None:
         raise VocabError(f"--input {twice} is given twice (its sentences would count double): give each once, and "

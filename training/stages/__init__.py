@@ -84,18 +84,19 @@ def stage_function(stage: str, route: str):
 def run_stage(cfg: TrainConfig) -> dict[str, Any]:
     """Run ``cfg.stage`` for this config's model family or data kind and return its summary."""
     function = stage_function(cfg.stage, stage_route(cfg))
-    check_section_settings(cfg)
-    check_objective_read(cfg)
+    bundled = load_config([])  # train.yaml's values, which both checks compare against: composed once
+    check_section_settings(cfg, bundled)
+    check_objective_read(cfg, bundled)
     check_z_loss_read(cfg)
     return function(cfg)
 
 
-def check_section_settings(cfg: TrainConfig) -> None:
-    """A one-line error for a setting of `SECTIONS` changed from train.yaml's value that this stage does not read
-    (``finetune.adapter_dim`` of a GPT fine-tune), naming the stages that do."""
+def check_section_settings(cfg: TrainConfig, bundled: TrainConfig) -> None:
+    """A one-line error for a setting of `SECTIONS` changed from train.yaml's value (``bundled``: no preset sets
+    these sections) that this stage does not read (``finetune.adapter_dim`` of a GPT fine-tune), naming the stages
+    that do."""
     route = stage_route(cfg)
     reads = SECTION_SETTINGS.get(STAGE_TABLE[cfg.stage, route], ())
-    bundled = load_config([])  # train.yaml's values (no preset sets these sections)
     for section in SECTIONS:
         values, defaults = asdict(getattr(cfg, section)), asdict(getattr(bundled, section))
         for name, value in values.items():
@@ -106,14 +107,14 @@ def check_section_settings(cfg: TrainConfig) -> None:
                                    f"it is read by {_readers(key)}: remove it")
 
 
-def check_objective_read(cfg: TrainConfig) -> None:
-    """A one-line error for an objective other than train.yaml's on a training stage that trains without one
-    (``objective=prefix_lm`` for a character GPT): it did nothing, and the run's ``config.yaml`` recorded it as used.
-    The stages that use a trained run take its objective."""
+def check_objective_read(cfg: TrainConfig, bundled: TrainConfig) -> None:
+    """A one-line error for an objective other than train.yaml's (``bundled``) on a training stage that trains
+    without one (``objective=prefix_lm`` for a character GPT): it did nothing, and the run's ``config.yaml`` recorded
+    it as used. The stages that use a trained run take its objective."""
     if cfg.stage in RUN_STAGES or reads_objective(cfg):
         return
     target = STAGE_TABLE[cfg.stage, stage_route(cfg)]
-    values, unset = asdict(cfg.objective), asdict(load_config([]).objective)
+    values, unset = asdict(cfg.objective), asdict(bundled.objective)
     if values["name"] == "lm" and stage_route(cfg) in CAUSAL_LM_ROUTES:  # what they train, so it may be said
         unset = asdict(load_config(["objective=lm"]).objective)
     changed = [name for name in values if values[name] != unset.get(name)]
