@@ -1,26 +1,30 @@
 """The console scripts ``c4prep`` and ``train``: each imports its command line first, which takes a second or two
-(torch, Beam); Ctrl-C in that time is one line and exit 130, as the commands answer it once they run."""
+(torch, Beam); Ctrl-C or SIGTERM in that time is one line and exit 130 or 143, as the commands answer them once they
+run."""
 from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from typing import Any
 
-from c4prep.interrupted import INTERRUPTED, INTERRUPTED_EXIT_CODE, TRAINING_INTERRUPTED
+from c4prep.interrupted import TRAINING_STOPPED, stop_exit_code, stop_on_signals, stop_outcome, stopped_by, stopped_line
 
 
-def _main_of(module: str, interrupted: str) -> Any:
-    """``module``'s ``main``, imported; ``interrupted`` on stderr and exit 130 if Ctrl-C comes while it imports."""
+def _main_of(module: str, stopped: Callable[[int | None], str]) -> Any:
+    """``module``'s ``main``, imported; ``stopped(signal)`` on stderr and exit 128 + signal if Ctrl-C or SIGTERM
+    comes while it imports."""
+    stop_on_signals()
     try:
         return importlib.import_module(module).main
     except KeyboardInterrupt:
-        print(interrupted, file=sys.stderr)
-        sys.exit(INTERRUPTED_EXIT_CODE)
+        print(stopped(stopped_by()), file=sys.stderr)
+        sys.exit(stop_exit_code(stopped_by()))
 
 
 def c4prep() -> Any:
-    return _main_of("c4prep.cli", INTERRUPTED)()
+    return _main_of("c4prep.cli", stopped_line)()
 
 
 def train() -> Any:
-    return _main_of("c4prep.training.cli", f"train: interrupted: {TRAINING_INTERRUPTED}")()
+    return _main_of("c4prep.training.cli", lambda signum: f"train: {stop_outcome(signum)}: {TRAINING_STOPPED}")()

@@ -26,7 +26,9 @@ traceback (60 lines with 2 workers). A worker now leaves its end to the interrup
 its streams (a worker that ended at once broke them, and a runner thread printed a traceback), and ends by itself,
 with status 0, if that has not come within a grace period: one that ignored the interrupt could keep the runner
 waiting for it. Another status, or a shell between the runner and the worker killed by the signal, makes the runner
-print a traceback (the command line starts the worker with `exec`, so there is no shell).
+print a traceback (the command line starts the worker with `exec`, so there is no shell). SIGTERM to the runner
+alone (`kill`, a scheduler preempting the job) reaches its workers as Ctrl-C: they went on without a runner, and
+their threads printed about 90 lines of gRPC tracebacks. SIGTERM to them all is Ctrl-C to them too.
 """
 from __future__ import annotations
 
@@ -35,15 +37,19 @@ import os
 import signal
 import sys
 import threading
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
 
 BEAM_WORKER = "apache_beam.runners.worker.sdk_worker_main"
 THIS_MODULE = "c4prep.sdk_worker"
 INTERRUPTED_GRACE_S = 3.0
 
 
-def workers_started_here() -> AbstractContextManager[None]:
-    """While the block runs, the FnApiRunner starts its ``multi_processing`` workers through this module."""
+@contextmanager
+def workers_started_here() -> Iterator[None]:
+    """While the block runs, the FnApiRunner starts its ``multi_processing`` workers through this module, and
+    SIGTERM to the runner interrupts them before it stops the runner."""
     from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
     from c4prep.patches import replaced
@@ -53,13 +59,49 @@ def workers_started_here() -> AbstractContextManager[None]:
     def from_command_string(command_string: str) -> SubprocessSDKEnvironment:
         return beams("exec " + command_string.replace(f"-m {BEAM_WORKER}", f"-m {THIS_MODULE}"))
 
-    return replaced((SubprocessSDKEnvironment, "from_command_string", from_command_string))
+    with replaced((SubprocessSDKEnvironment, "from_command_string", from_command_string)), sigterm_reaches_workers():
+        yield
+
+
+@contextmanager
+def sigterm_reaches_workers() -> Iterator[None]:
+    """While the block runs, SIGTERM sends SIGINT to this process's workers, then does what it did before."""
+    previous = signal.getsignal(signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+
+    def interrupt_workers_first(signum: int, frame: object) -> None:
+        for worker in workers_of(os.getpid()):
+            with suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGINT)
+        previous(signum, frame)
+
+    signal.signal(signal.SIGTERM, interrupt_workers_first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def workers_of(runner: int) -> list[int]:
+    """The processes of this module that ``runner`` started (on Linux; elsewhere none is found)."""
+    children = (child for thread in Path(f"/proc/{runner}/task").glob("*/children") for child in _read(thread).split())
+    return [int(child) for child in children if THIS_MODULE in _read(Path(f"/proc/{child}/cmdline"))]
+
+
+def _read(path: Path) -> str:
+    """The text of a file under /proc, or '' once its process or thread has ended."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def end_after_the_runner(signum: int, frame: object) -> None:
-    """On Ctrl-C, which the runner reports: let the interrupted runner's clean-up close this worker's streams, which
-    ends it; end anyway, with status 0, if it has not after `INTERRUPTED_GRACE_S`. The threads that the closed
-    streams end (with a gRPC error) end without a traceback."""
+    """On Ctrl-C or SIGTERM, which the runner reports: let the interrupted runner's clean-up close this worker's
+    streams, which ends it; end anyway, with status 0, if it has not after `INTERRUPTED_GRACE_S`. The threads that
+    the closed streams end (with a gRPC error) end without a traceback."""
     threading.excepthook = lambda failure: None
     threading.Timer(INTERRUPTED_GRACE_S, os._exit, args=(0,)).start()
 
@@ -83,6 +125,7 @@ def no_print_to_stderr(*values: object, file=None, **options) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, end_after_the_runner)
+    signal.signal(signal.SIGTERM, end_after_the_runner)
     logging.getLogger().addHandler(logging.NullHandler())
     c4prep_warnings_to_stderr()
     from apache_beam.runners.worker import sdk_worker, sdk_worker_main

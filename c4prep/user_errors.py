@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
-import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -15,7 +14,7 @@ from contextlib import contextmanager
 
 import click
 
-from c4prep.interrupted import INTERRUPTED, INTERRUPTED_EXIT_CODE
+from c4prep.interrupted import stop_exit_code, stop_on_signals, stopped_by, stopped_line
 
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"  # a warning on the terminal, from any process of a command
 USAGE_EXIT_CODE = 2
@@ -32,8 +31,8 @@ class UserError(click.ClickException):
 
 class OneLineErrorsGroup(click.Group):
     """A click group whose usage errors (an unknown option, a bad value) are one line with exit 2, as every other
-    user error, instead of click's usage block; and Ctrl-C is one line with exit 130, however the engine wrapped
-    the interrupt (Beam re-raises it as a RuntimeError naming its step, with a traceback)."""
+    user error, instead of click's usage block; and Ctrl-C or SIGTERM is one line with exit 130 or 143, however the
+    engine wrapped the interrupt (Beam re-raises it as a RuntimeError naming its step, with a traceback)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -44,8 +43,8 @@ class OneLineErrorsGroup(click.Group):
             except BaseException:
                 if not interrupted():
                     raise
-                click.echo(INTERRUPTED, err=True)
-                sys.exit(INTERRUPTED_EXIT_CODE)
+                click.echo(stopped_line(stopped_by()), err=True)
+                sys.exit(stop_exit_code(stopped_by()))
         sys.exit(exit_code if isinstance(exit_code, int) else 0)
 
     def _one_line_main(self, args, prog_name, complete_var, **extra):
@@ -71,34 +70,28 @@ class OneLineErrorsGroup(click.Group):
 
 @contextmanager
 def interrupts_noted() -> Iterator[Callable[[], bool]]:
-    """While the block runs, SIGINT raises KeyboardInterrupt as by default and is noted; yields whether it came. Once
-    it has, an exception that ends another thread (an engine's, whose peers the interrupt stopped) is not printed,
+    """While the block runs, SIGINT and SIGTERM raise KeyboardInterrupt and are noted (`interrupted.stopped_by`);
+    yields whether one came. Once one has, an exception that ends another thread (an engine's, whose peers the
+    interrupt stopped) or that a finalizer raises (a DataLoader's, whose workers SIGTERM killed) is not printed,
     until the process ends. An interrupt raised in a finalizer (``__del__``) is lost, as Python loses it, but not
     printed: the command goes on."""
-    noted: list[int] = []
-
-    def note_and_interrupt(signum, frame) -> None:
-        noted.append(signum)
-        signal.default_int_handler(signum, frame)
-
     def unless_interrupted(failure: threading.ExceptHookArgs) -> None:
-        if not noted:
+        if stopped_by() is None:
             previous_hook(failure)
 
-    def unless_an_interrupt(unraisable) -> None:
-        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+    def unless_interrupted_or_an_interrupt(unraisable) -> None:
+        if stopped_by() is None and not isinstance(unraisable.exc_value, KeyboardInterrupt):
             previous_unraisable_hook(unraisable)
 
-    previous, previous_hook = signal.signal(signal.SIGINT, note_and_interrupt), threading.excepthook
+    restore_handlers, previous_hook = stop_on_signals(), threading.excepthook
     previous_unraisable_hook = sys.unraisablehook
-    threading.excepthook, sys.unraisablehook = unless_interrupted, unless_an_interrupt
+    threading.excepthook, sys.unraisablehook = unless_interrupted, unless_interrupted_or_an_interrupt
     try:
-        yield lambda: bool(noted)
+        yield lambda: stopped_by() is not None
     finally:
-        signal.signal(signal.SIGINT, previous)
-        sys.unraisablehook = previous_unraisable_hook
-        if not noted:
-            threading.excepthook = previous_hook
+        restore_handlers()
+        if stopped_by() is None:
+            threading.excepthook, sys.unraisablehook = previous_hook, previous_unraisable_hook
 
 
 def debug_requested() -> bool:

@@ -417,22 +417,31 @@ def test_a_value_out_of_its_range_is_refused_before_anything_runs(overrides, mes
     assert str(refused.value) == message
 
 
-def test_ctrl_c_is_one_line_and_the_same_command_resumes(sample_tokens, tmp_path):
+@pytest.mark.parametrize("stop, to_group, loader_workers", [(signal.SIGINT, True, 0), (signal.SIGTERM, False, 0),
+                                                             (signal.SIGTERM, True, 1)])
+def test_a_stop_is_one_line_and_the_same_command_resumes(sample_tokens, tmp_path, stop, to_group, loader_workers):
     """SIGINT to the process group, as a terminal's Ctrl-C, once a checkpoint is written: exit 130 and one line (a
-    KeyboardInterrupt traceback of some 70 lines before); the same command then resumes from the checkpoint."""
+    KeyboardInterrupt traceback of some 70 lines before); the same command then resumes from the checkpoint. SIGTERM
+    (a scheduler preempting the job: to the process, or to it and its DataLoader workers) likewise, exit 143: it
+    ended the run without a word."""
     command = [str(Path(sys.executable).parent / "train"), f"data.tokens={sample_tokens}",
-               f"output_dir={tmp_path / 'run'}", *TINY, "trainer.max_steps=100000", "trainer.checkpoint_every=1"]
+               f"output_dir={tmp_path / 'run'}", *TINY, "trainer.max_steps=100000", "trainer.checkpoint_every=1",
+               f"trainer.num_workers={loader_workers}"]
     latest = tmp_path / "run" / "checkpoints" / "latest"
     with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as job:
         while not latest.exists():
             assert job.poll() is None, job.stderr.read()
             time.sleep(0.05)
-        os.killpg(job.pid, signal.SIGINT)
+        if to_group:
+            os.killpg(job.pid, stop)
+        else:
+            job.send_signal(stop)
         err = job.stderr.read()
-        assert job.wait(timeout=60) == 130
+        assert job.wait(timeout=60) == 128 + stop
+    outcome = "interrupted" if stop == signal.SIGINT else "terminated (SIGTERM)"
     assert "Traceback" not in err and err.strip().splitlines()[-1] == (
-        "train: interrupted: run the same command again: a training stage resumes from its run folder's latest "
+        f"train: {outcome}: run the same command again: a training stage resumes from its run folder's latest "
         "checkpoint")
     step = load_checkpoint(tmp_path / "run")["step"]
     assert train(sample_tokens, tmp_path, "trainer.checkpoint_every=1", f"trainer.max_steps={step + 1}") == 0

@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import threading
 import traceback
 from collections.abc import Sequence
 
 from c4prep.manifest import ManifestError
-from c4prep.interrupted import INTERRUPTED_EXIT_CODE, TRAINING_INTERRUPTED, remember_interrupts
+from c4prep.interrupted import TRAINING_STOPPED, stop_exit_code, stop_outcome, stopped_by
+from c4prep.user_errors import interrupts_noted
 
 from .checkpoint import CheckpointError
 from .config import TrainConfigError, config_dir, load_config, to_yaml
@@ -74,8 +74,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     main_rank = launched_rank() == 0  # under torchrun the others say only what goes wrong
     logging.basicConfig(level=logging.INFO if main_rank else logging.WARNING, format="%(message)s")
-    if threading.current_thread() is threading.main_thread():
-        remember_interrupts()
+    with interrupts_noted() as stopped:
+        try:
+            return _run(args, print_only, debug, main_rank)
+        except BaseException as error:
+            if not (isinstance(error, KeyboardInterrupt) or stopped()):
+                raise
+            _report(stop_outcome(stopped_by()), error, debug, TRAINING_STOPPED)
+            return stop_exit_code(stopped_by())
+
+
+def _run(args: list[str], print_only: bool, debug: bool, main_rank: bool) -> int:
+    """The command once its arguments are read: its exit status; a user's mistake is one line."""
     try:
         cfg = load_config(args)
         if print_only:
@@ -90,15 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrainingDiverged as error:
         _report("stopped", error, debug)
         return 1
-    except KeyboardInterrupt as error:
-        _report("interrupted", error, debug, TRAINING_INTERRUPTED)
-        return INTERRUPTED_EXIT_CODE
     finally:
         shutdown_distributed()
     if main_rank:
         print(json.dumps({k: v for k, v in summary.items() if k != "losses"}, default=str))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

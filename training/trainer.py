@@ -29,7 +29,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from c4prep.interrupted import raise_if_interrupted
+from c4prep.interrupted import raise_if_stopped
 
 from .checkpoint import CheckpointError, rng_state, save_checkpoint, set_rng_state
 from .compiled_blocks import CompiledBlocks, mark_rows_dynamic
@@ -181,7 +181,7 @@ class Trainer:
         interval_started = time.perf_counter()
         try:
             while self.step < settings.max_steps:
-                raise_if_interrupted()
+                raise_if_stopped()
                 queued.append(self._train_step(batches))
                 self.step += 1
                 bar.update(1)
