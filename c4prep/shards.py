@@ -44,19 +44,45 @@ class ShardInfo:
     sha256: str
 
 
+GCS_FIRST_CONTACT_S = 30  # Arrow retries a GCS request for 15 minutes, saying nothing, before it gives up
+
+
 class UnsupportedUriError(ValueError):
-    """A URI whose scheme no pyarrow filesystem reads (message names it and the schemes that work)."""
+    """A URI whose scheme no pyarrow filesystem reads (message names it and the schemes that work), or a bucket that
+    cannot be reached."""
 
 
 def resolve_uri(uri: str) -> tuple[pafs.FileSystem, str]:
-    """Return ``(filesystem, path)`` for a URI; a plain path is local (made absolute)."""
-    if "://" in uri:
-        try:
-            return pafs.FileSystem.from_uri(uri)
-        except pa.ArrowInvalid:
-            raise UnsupportedUriError(f"{uri}: no filesystem reads {uri.split('://')[0]}:// paths; use a local "
-                                      "path, s3://, gs://, hdfs:// or abfs://") from None
-    return pafs.LocalFileSystem(), os.path.abspath(uri)
+    """Return ``(filesystem, path)`` for a URI; a plain path is local (made absolute). The first time a process
+    resolves a ``gs://`` bucket, it reads ``uri``'s status within `GCS_FIRST_CONTACT_S` seconds of retries (without
+    network or credentials, Arrow's own retries kept a command silent for 15 minutes; a URI with options of its own,
+    an emulator's ``?endpoint_override=``, is left to them); later requests retry as Arrow does, for a transient error
+    in a long job."""
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), os.path.abspath(uri)
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except pa.ArrowInvalid:
+        raise UnsupportedUriError(f"{uri}: no filesystem reads {uri.split('://')[0]}:// paths; use a local "
+                                  "path, s3://, gs://, hdfs:// or abfs://") from None
+    if fs.type_name == "gcs" and "?" not in uri and path.split("/")[0] not in _gcs_buckets_reached:
+        _check_reachable(uri, path)
+    return fs, path
+
+
+_gcs_buckets_reached: set[str] = set()
+
+
+def _check_reachable(uri: str, path: str) -> None:
+    probe, _ = pafs.FileSystem.from_uri(f"gs://{path}?retry_limit_seconds={GCS_FIRST_CONTACT_S}")
+    try:
+        probe.get_file_info(path)
+    except (OSError, pa.ArrowException) as error:  # an unusable credentials file is an ArrowException
+        reason = re.sub(r"\s*error_info=.*", "", str(error), flags=re.S)
+        raise UnsupportedUriError(f"{uri}: cannot be reached in {GCS_FIRST_CONTACT_S} s of retries ({reason}); "
+                                  "check the network and the Google Cloud credentials "
+                                  "(GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default login`)") from None
+    _gcs_buckets_reached.add(path.split("/")[0])
 
 
 def join_uri(base: str, *names: str) -> str:

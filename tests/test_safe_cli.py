@@ -547,3 +547,21 @@ def test_ctrl_c_while_a_console_script_imports_is_one_line(script, line, monkeyp
         script()
     assert stopped.value.code == INTERRUPTED_EXIT_CODE
     assert capsys.readouterr().err == line + "\n"
+
+
+@pytest.mark.parametrize("command", [["run"], ["vocab", "--input", "{documents}", "--vocab-size", "600"],
+                                     ["tokenize", "--input", "{documents}", "--vocab", "{vocab}"]])
+def test_an_unreachable_gcs_output_is_one_line_soon(sample_documents, sample_vocab, tmp_path, monkeypatch, command):
+    """Without network or credentials, Arrow retried the first GCS request for 15 minutes, the command silent
+    (`vocab --output gs://...`: 13 minutes). The first contact with a bucket now has a bound (here 1 s)."""
+    from c4prep import shards
+
+    monkeypatch.setattr(shards, "GCS_FIRST_CONTACT_S", 1)
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)  # no credentials anywhere
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args = [arg.format(documents=sample_documents, vocab=sample_vocab) for arg in command]
+    line = _one_line_error(_invoke(*args, "--output", "gs://c4prep-no-such-bucket/out"))
+    assert line.startswith("Error: gs://c4prep-no-such-bucket/out: cannot be reached in 1 s of retries ("), line
+    assert line.endswith("check the network and the Google Cloud credentials (GOOGLE_APPLICATION_CREDENTIALS, "
+                         "`gcloud auth application-default login`)")

@@ -502,3 +502,21 @@ def test_an_interrupt_a_library_swallowed_still_stops_training(sample_tokens, tm
     assert train(sample_tokens, tmp_path, "trainer.max_steps=3") == INTERRUPTED_EXIT_CODE
     assert capsys.readouterr().err.strip().startswith("train: interrupted:")
     assert not (tmp_path / "run" / "checkpoints").exists()  # not one step ran
+
+
+@pytest.mark.parametrize("tokens, message", [
+    ("foo://shards", "foo://shards/manifest.json: no filesystem reads foo:// paths; use a local path, s3://, gs://, "
+                     "hdfs:// or abfs://"),
+    ("gs://c4prep-no-such-bucket/shards", "gs://c4prep-no-such-bucket/shards/manifest.json: cannot be reached in 1 s "
+                                          "of retries ("),
+])
+def test_token_shards_at_a_uri_that_cannot_be_read_are_one_line(tmp_path, monkeypatch, capsys, tokens, message):
+    """Both were tracebacks; without network or credentials the gs:// one came after 15 minutes of silent retries."""
+    from c4prep import shards
+
+    monkeypatch.setattr(shards, "GCS_FIRST_CONTACT_S", 1)
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert main([f"data.tokens={tokens}", f"output_dir={tmp_path / 'run'}", *TINY]) == 2
+    assert one_line_error(capsys).startswith(f"train: error: {message}")

@@ -8,6 +8,7 @@ import traceback
 from collections.abc import Sequence
 
 from c4prep.manifest import ManifestError
+from c4prep.shards import UnsupportedUriError
 from c4prep.interrupted import TRAINING_STOPPED, stop_exit_code, stop_outcome, stopped_by
 from c4prep.user_errors import interrupts_noted
 
@@ -31,7 +32,7 @@ Examples:
   train stage=generate init_from=c4prep_runs/pretrain 'generate.prompts=["The <extra_id_0> walks."]'
   torchrun --nproc_per_node=2 -m c4prep.training.cli trainer.device=cpu   # DDP (gloo on CPU)
 """
-USER_ERRORS = (TrainConfigError, TokenDataError, CheckpointError, ManifestError)
+USER_ERRORS = (TrainConfigError, TokenDataError, CheckpointError, ManifestError, UnsupportedUriError)
 
 
 def _groups() -> str:
