@@ -7,9 +7,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from c4prep.interrupted import TRAINING_STOPPED, stop_exit_code, stop_outcome, stopped_by
 from c4prep.manifest import ManifestError
 from c4prep.shards import UnsupportedUriError
-from c4prep.interrupted import TRAINING_STOPPED, stop_exit_code, stop_outcome, stopped_by
 from c4prep.user_errors import interrupts_noted
 
 from .checkpoint import CheckpointError
