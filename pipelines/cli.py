@@ -8,6 +8,7 @@ import click
 
 from c4prep.output_settings import ALLOW_FLAG
 from c4prep.shard_formats import FORMATS
+from c4prep.shards import MAX_SHARDS
 from c4prep.user_errors import (
     UserError,
     quiet_engine_logs,
@@ -34,9 +35,10 @@ def _parse_progress_interval(value: str) -> float:
 def _parse_num_shards(value: str) -> int | None:
     if value == "auto":
         return None
-    if value.isdigit() and int(value) > 0:
+    if value.isascii() and value.isdigit() and 0 < int(value) <= MAX_SHARDS:
         return int(value)
-    raise UserError(f"--num-shards {value!r} is neither 'auto' nor a positive integer")
+    raise UserError(f"--num-shards {value!r} is neither 'auto' nor an integer from 1 to {MAX_SHARDS:,} (five digits "
+                    "in shard names)")
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

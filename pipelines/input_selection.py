@@ -6,12 +6,13 @@ nothing, a path with no Beam filesystem, a path list that is not a readable list
 from __future__ import annotations
 
 import os
+import re
 import zlib
 
 from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from c4prep.shards import join_uri
+from c4prep.shards import absolute_input, join_uri, shard_name
 
 
 class InputError(ValueError):
@@ -88,3 +89,16 @@ def listed_paths(path_list: str, prefix: str = "") -> list[str]:
     for scheme_example in {FileSystems.get_scheme(path): path for path in paths}.values():
         check_beam_filesystem(scheme_example, where)
     return paths
+
+
+def pattern_reading(output: str, shard_format: str, patterns: list[str]) -> str | None:
+    """The first ``--input`` pattern (a folder: every file below it) that would match a file the run writes into
+    ``output`` (its manifest, or a shard in a data folder), or None: what a later run would read back as input."""
+    output = absolute_input(output)
+    written = [join_uri(output, "manifest.json"),
+               join_uri(output, "data-00000000T000000Z-00000000", shard_name("train", 0, 1, shard_format))]
+    for pattern, expanded in zip(patterns, expand_folders(patterns)):
+        matches = re.compile(FileSystem.translate_pattern(absolute_input(expanded))).match
+        if any(matches(path) for path in written):
+            return pattern
+    return None

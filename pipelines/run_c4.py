@@ -43,6 +43,7 @@ from .input_selection import (
     expand_folders,
     listed_paths,
     matched_files,
+    pattern_reading,
 )
 from .variants import BUNDLED, CorpusVariant, load_variant
 
@@ -130,6 +131,10 @@ def check_inputs(config: RunConfig) -> list[str]:
     if inside:
         raise InputError(f"--output {config.output} is inside the input: the run would read its own output "
                          f"({inside[0]}); give an --output outside the input folders")
+    reading = pattern_reading(config.output, config.format, config.inputs)
+    if reading is not None:
+        raise InputError(f"--output {config.output} is inside the input: --input {reading} would read this run's "
+                         "output in the next run; give an --output outside the input folders")
     return files
 
 

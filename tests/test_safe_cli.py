@@ -216,16 +216,27 @@ def test_a_corpus_whose_manifest_does_not_read_is_not_replaced(published, webdat
 
 
 def test_an_output_inside_the_input_and_empty_paths_are_one_line(webdata, tmp_path, monkeypatch):
-    """The second run read its own output as input (263 warnings, then --allow-damaged took its old corpus in); an
-    empty --output was a traceback, an empty --input read the working folder."""
+    """The second run read its own output as input (263 warnings, then --allow-damaged took its old corpus in); then
+    the first run was accepted and the same command refused, and a run into a sibling output read the first one's
+    corpus as new pages. An empty --output was a traceback, an empty --input read the working folder."""
     crawl = tmp_path / "crawl"
     crawl.mkdir()
     shutil.copy(webdata / SAMPLE_NAME, crawl)
-    run = ("run", "--input", str(crawl), "--output", str(crawl / "out"), "--no-progress")
-    assert _invoke(*run).exit_code == 0
-    assert _one_line_error(_invoke(*run)) == (
-        f"Error: --output {crawl / 'out'} is inside the input: the run would read its own output "
-        f"({crawl / 'out' / 'README.md'}); give an --output outside the input folders")
+    monkeypatch.chdir(tmp_path)
+    for pattern, named in ((str(crawl), crawl), (f"{crawl}/**", f"{crawl}/**"), ("crawl/", crawl)):
+        assert _one_line_error(_invoke("run", "--input", pattern, "--output", str(crawl / "out"), "--format",
+                                       "jsonl.gz")) == (
+            f"Error: --output {crawl / 'out'} is inside the input: --input {named} would read this run's output in "
+            "the next run; give an --output outside the input folders")
+        assert not (crawl / "out").exists()
+    shutil.copytree(crawl, tmp_path / "published")  # as if published by a run before the check
+    (tmp_path / "published" / "out").mkdir()
+    (tmp_path / "published" / "out" / "README.md").write_text("a corpus card")
+    assert _one_line_error(_invoke("run", "--input", str(tmp_path / "published"), "--output",
+                                   str(tmp_path / "published" / "out"))) == (
+        f"Error: --output {tmp_path / 'published' / 'out'} is inside the input: the run would read its own output "
+        f"({tmp_path / 'published' / 'out' / 'README.md'}); give an --output outside the input folders")
+    assert _invoke("run", "--input", f"{crawl}/*.gz", "--output", str(crawl / "out"), "--no-progress").exit_code == 0
     monkeypatch.chdir(crawl)
     assert _one_line_error(_invoke("run", "--output", "")) == (
         "Error: --output '' names no folder: give one (default c4prep_data/c4/en)")
@@ -565,3 +576,11 @@ def test_an_unreachable_gcs_output_is_one_line_soon(sample_documents, sample_voc
     assert line.startswith("Error: gs://c4prep-no-such-bucket/out: cannot be reached in 1 s of retries ("), line
     assert line.endswith("check the network and the Google Cloud credentials (GOOGLE_APPLICATION_CREDENTIALS, "
                          "`gcloud auth application-default login`)")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5", "100000", "\u00b2"])
+def test_a_shard_count_out_of_range_is_refused_before_the_job(tmp_path, value):
+    """--num-shards 100000 ran the whole job, then failed writing the first shard: a 111-line traceback, exit 1."""
+    assert _one_line_error(_invoke("run", "--num-shards", value, "--output", str(tmp_path / "out"))) == (
+        f"Error: --num-shards {value!r} is neither 'auto' nor an integer from 1 to 99,999 (five digits in shard names)")
+    assert not (tmp_path / "out").exists()
