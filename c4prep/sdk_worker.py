@@ -26,9 +26,10 @@ traceback (60 lines with 2 workers). A worker now leaves its end to the interrup
 its streams (a worker that ended at once broke them, and a runner thread printed a traceback), and ends by itself,
 with status 0, if that has not come within a grace period: one that ignored the interrupt could keep the runner
 waiting for it. Another status, or a shell between the runner and the worker killed by the signal, makes the runner
-print a traceback (the command line starts the worker with `exec`, so there is no shell). SIGTERM to the runner
-alone (`kill`, a scheduler preempting the job) reaches its workers as Ctrl-C: they went on without a runner, and
-their threads printed about 90 lines of gRPC tracebacks. SIGTERM to them all is Ctrl-C to them too.
+print a traceback (the command line starts the worker with `exec`, so there is no shell). SIGINT or SIGTERM to the
+runner alone (`kill`, a scheduler preempting the job) reaches its workers as Ctrl-C: after SIGTERM they went on
+without a runner, their threads printing about 90 lines of gRPC tracebacks; after SIGINT while a worker started, the
+runner waited for that worker, which never connected, for ever. SIGTERM to them all is Ctrl-C to them too.
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ INTERRUPTED_GRACE_S = 3.0
 @contextmanager
 def workers_started_here() -> Iterator[None]:
     """While the block runs, the FnApiRunner starts its ``multi_processing`` workers through this module, and
-    SIGTERM to the runner interrupts them before it stops the runner."""
+    Ctrl-C or SIGTERM to the runner interrupts them before it stops the runner."""
     from apache_beam.transforms.environments import SubprocessSDKEnvironment
 
     from c4prep.patches import replaced
@@ -59,29 +60,37 @@ def workers_started_here() -> Iterator[None]:
     def from_command_string(command_string: str) -> SubprocessSDKEnvironment:
         return beams("exec " + command_string.replace(f"-m {BEAM_WORKER}", f"-m {THIS_MODULE}"))
 
-    with replaced((SubprocessSDKEnvironment, "from_command_string", from_command_string)), sigterm_reaches_workers():
+    with replaced((SubprocessSDKEnvironment, "from_command_string", from_command_string)), stops_reach_workers():
         yield
 
 
 @contextmanager
-def sigterm_reaches_workers() -> Iterator[None]:
-    """While the block runs, SIGTERM sends SIGINT to this process's workers, then does what it did before."""
-    previous = signal.getsignal(signal.SIGTERM)
-    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+def stops_reach_workers() -> Iterator[None]:
+    """While the block runs, SIGINT and SIGTERM send SIGINT to this process's workers, then do what they did
+    before."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
 
     def interrupt_workers_first(signum: int, frame: object) -> None:
         for worker in workers_of(os.getpid()):
             with suppress(ProcessLookupError):
                 os.kill(worker, signal.SIGINT)
-        previous(signum, frame)
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, frame)
+        elif handler != signal.SIG_IGN:
+            signal.signal(signum, handler)
+            signal.raise_signal(signum)
 
-    signal.signal(signal.SIGTERM, interrupt_workers_first)
+    for signum in previous:
+        signal.signal(signum, interrupt_workers_first)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def workers_of(runner: int) -> list[int]:

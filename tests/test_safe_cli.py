@@ -516,6 +516,34 @@ def test_a_stop_is_one_line_and_leaves_the_published_corpus(published, webdata, 
                    "--no-progress", cwd=tmp_path).returncode == 0  # the next run cleans up and publishes
 
 
+def test_ctrl_c_to_the_runner_while_its_workers_start_stops_it(webdata, tmp_path):
+    """SIGINT to the runner alone (`kill -INT`) while its `multi_processing` workers started: the runner waited for
+    ever for a worker that never connected (3 of 10 tries, 10 minutes, printing progress lines). The runner now
+    passes the interrupt to its workers; one interrupted in its first moments may print a traceback (a known gap)."""
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for copy in range(8):
+        shutil.copy(webdata / SAMPLE_NAME, inputs / f"{copy}-{SAMPLE_NAME}")
+    command = [str(Path(sys.executable).parent / "c4prep"), "run", "--input", str(inputs), "--output",
+               str(tmp_path / "out"), "--num-shards", "2", "--progress-interval", "0.2",
+               "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    job = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                           start_new_session=True)
+    try:
+        while job.poll() is None and not (workers := [int(pid) for pid in os.listdir("/proc")
+                                                      if pid.isdigit() and _is_worker_of(int(pid), job.pid)]):
+            time.sleep(0.01)
+        job.send_signal(signal.SIGINT)
+        _, err = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:  # it hung: end it and its workers
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode == 130, err
+    assert err.strip().splitlines()[-1] == INTERRUPTED
+    assert _running(workers, within_s=10) == []
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("command, held", [
     (["run"], "tokens"), (["run"], "vocab"), (["tokenize", "--input", "{documents}", "--vocab", "{vocab}"], "documents"),
     (["vocab", "--input", "{documents}", "--vocab-size", "600"], "tokens"),
