@@ -9,6 +9,7 @@ import importlib.util
 import json
 import re
 import shutil
+import stat
 from pathlib import Path
 
 import pyarrow as pa
@@ -150,6 +151,7 @@ def test_t5_tokenizer_gives_our_ids_on_real_documents(t5_export, tokens, c4_text
     assert [tokenizer.convert_tokens_to_ids(f"<extra_id_{k}>") for k in (0, 99)] == [vocab.sentinel_id(0),
                                                                                       vocab.sentinel_id(99)]
     assert len(tokenizer) == vocab.vocab_size
+    assert list(tokenizer("a text")) == ["input_ids", "attention_mask"]
     ids = vocab.encode(documents[0][:300])
     assert tokenizer.decode(ids) == vocab.decode(ids)
 
@@ -237,6 +239,49 @@ def test_gpt_tokenizers_give_our_ids(gpt_exports, tokens, c4_texts, shared_data)
     passage = (shared_data / "tinyshakespeare" / "input.txt").read_text()[:2000]
     assert tokenizer(passage).input_ids == chars.encode(passage).tolist()
     assert tokenizer.decode(chars.encode(passage)) == passage
+
+
+@pytest.mark.parametrize("vocab", ["tokens", "words", "chars"])
+def test_gpt_tokenizer_output_gives_the_models_logits(gpt_exports, vocab):
+    """transformers 4.x's tokenizers returned token_type_ids, which GPT-2 adds as embeddings to every position:
+    ``model(**tokenizer(text))`` and the card's ``generate(**inputs)`` gave other logits (by up to 3)."""
+    out = gpt_exports[vocab][1]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    encoded = tokenizer("the company said it will", return_tensors="pt")
+    assert list(encoded) == ["input_ids", "attention_mask"]
+    with torch.no_grad():
+        torch.testing.assert_close(hf(**encoded).logits, hf(input_ids=encoded.input_ids).logits, atol=0, rtol=0)
+
+
+def test_gpt_tokenizers_map_unknown_text_to_their_unk_token(gpt_exports):
+    """A character outside the vocabulary failed ("Missing [UNK] token from the vocabulary"); the word tokenizer
+    mapped unknown words to <unk> but named no unk_token."""
+    words = WordVocabulary.load(gpt_exports["words"][0])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(gpt_exports["words"][1])
+    assert tokenizer.unk_token_id == words.unk_id is not None
+    assert tokenizer("the zzyzzx said").input_ids == [words.bos_id, *words.encode("the zzyzzx said")]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(gpt_exports["chars"][1])
+    assert tokenizer.unk_token_id == tokenizer.mask_token_id == 1
+    ids = tokenizer("aü\tb").input_ids
+    assert ids[1:3] == [1, 1] and tokenizer.decode(ids) == "a⁇⁇b"
+
+
+def test_export_files_are_as_readable_as_other_files(t5_export, gpt_exports):
+    """safetensors wrote model.safetensors 0600, the other files 0644 under umask 022."""
+    for out in (t5_export[1], *(out for _, out in gpt_exports.values())):
+        modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in out.iterdir()}
+        assert set(modes.values()) == {modes["config.json"]}, modes
+
+
+def test_an_output_that_is_a_link_to_an_empty_folder_gets_the_export(gpt_exports, tmp_path):
+    """The export was renamed onto the link: a NotADirectoryError traceback."""
+    (tmp_path / "target").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    result = CliRunner().invoke(c4prep_main, ["export", str(gpt_exports["chars"][0]), str(tmp_path / "link")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "target" / "model.safetensors").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "target"]
 
 
 def _saved(folder: Path, model: torch.nn.Module, spec: dict) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import stat
 
 import pytest
 import torch
@@ -37,6 +38,8 @@ def test_the_export_holds_the_tuned_modules_and_the_config(exported, adavae_run,
                    for name in tuned)
     card = (exported / "README.md").read_text()
     assert "adavae_from_export" in card and config["backbone"]["frozen_sha256"] in card
+    modes = {stat.S_IMODE(path.stat().st_mode) for path in exported.iterdir()}  # adavae.safetensors was 0600
+    assert len(modes) == 1, modes
 
 
 def test_reloading_gives_the_trained_model(exported, adavae_run, ptb_gpt_run, tmp_path):

@@ -7,6 +7,7 @@ reload into c4prep reads (``t5_from_hf_directory``; ``gpt_from_hf_directory`` re
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,15 @@ def write_json(path: Path, content: dict[str, Any]) -> None:
 
 
 def save_tensors(tensors: dict[str, Tensor], path: Path) -> None:
-    """A safetensors file as ``save_pretrained`` writes it (metadata ``format: pt``)."""
+    """A safetensors file as ``save_pretrained`` writes it (metadata ``format: pt``), readable as the process umask
+    lets any file written here be (safetensors creates it 0600)."""
     from safetensors.torch import save_file
 
     save_file({name: tensor.detach().contiguous() for name, tensor in tensors.items()}, str(path),
               metadata={"format": "pt"})
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
 
 
 def write_hf_model(model: nn.Module, spec: dict[str, Any], folder: Path, token_ids: dict[str, int]) -> str:

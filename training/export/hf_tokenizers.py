@@ -9,8 +9,13 @@
   float32, ``tokenizers`` in float64 and may pick the other order). T5 appends EOS, as its token shards do; a GPT
   appends nothing. As in HF's T5 tokenizers, the text ``<extra_id_0>`` becomes the sentinel (c4prep's vocabulary
   keeps it as text).
-- Word vocabulary (``word_vocabulary.json`` of a PTB run): a ``WordLevel`` model over whitespace words, BOS prepended.
-- Character vocabulary: one token per character, PAD ``□`` and MASK ``⁇`` as the vocabulary has them.
+- Word vocabulary (``word_vocabulary.json`` of a PTB run): a ``WordLevel`` model over whitespace words, BOS prepended;
+  unknown words become ``<unk>`` (the ``unk_token``) where the vocabulary has it, as c4prep encodes them.
+- Character vocabulary: one token per character, PAD ``□`` and MASK ``⁇`` as the vocabulary has them. A character
+  outside it becomes MASK (also the ``unk_token``), where c4prep's encoding refuses it: the vocabulary has no UNK.
+
+Every tokenizer returns ``input_ids`` and ``attention_mask`` alone: transformers 4.x's ``PreTrainedTokenizerFast``
+also returned ``token_type_ids``, which ``GPT2LMHeadModel`` adds as embeddings (of id 0) to every position.
 """
 from __future__ import annotations
 
@@ -21,11 +26,12 @@ from typing import Any
 
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 
-from ..data.char_vocabulary import CharVocabulary
-from ..data.sentence_files import WordVocabulary
+from ..data.char_vocabulary import MASK_CHAR, CharVocabulary
+from ..data.sentence_files import UNK_WORD, WordVocabulary
 from .hf_folders import write_json
 
 SPIECE_NAME = "spiece.model"
+MODEL_INPUT_NAMES = ["input_ids", "attention_mask"]  # no token_type_ids: GPT2LMHeadModel would embed them
 WORD_SPECIALS = {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>"}  # the word vocabulary's ids 0, 1, 2
 _UNIGRAM, _BYTE_PIECE = 1, 6  # SentencePiece enum values: TrainerSpec.model_type, SentencePiece.type
 
@@ -113,7 +119,7 @@ def word_tokenizer(vocab: WordVocabulary) -> Any:
     if clashes:
         raise TokenizerExportError(f"the word vocabulary has words {clashes} that the tokenizer uses for PAD/BOS/EOS")
     ids = {token: i for i, token in enumerate([*specials, *vocab.words])}
-    tokenizer = Tokenizer(WordLevel(ids, unk_token="<unk>"))
+    tokenizer = Tokenizer(WordLevel(ids, unk_token=UNK_WORD))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tokenizer.add_special_tokens(specials)
     bos = WORD_SPECIALS["bos_token"]
@@ -123,11 +129,12 @@ def word_tokenizer(vocab: WordVocabulary) -> Any:
 
 
 def char_tokenizer(vocab: CharVocabulary) -> Any:
-    """One token per character (newlines and spaces included); decoding joins them back."""
+    """One token per character (newlines and spaces included), MASK for one outside the vocabulary; decoding joins
+    them back."""
     from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers
     from tokenizers.models import WordLevel
 
-    tokenizer = Tokenizer(WordLevel({char: i for i, char in enumerate(vocab.chars)}, unk_token="<unk>"))
+    tokenizer = Tokenizer(WordLevel({char: i for i, char in enumerate(vocab.chars)}, unk_token=MASK_CHAR))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()
     tokenizer.add_special_tokens(list(vocab.chars[:2]))
@@ -137,7 +144,7 @@ def char_tokenizer(vocab: CharVocabulary) -> Any:
 def write_tokenizer(vocab: Any, folder: Path, family: str, max_length: int | None = None) -> dict[str, int]:
     """Write the tokenizer files of ``vocab`` for a ``t5`` or ``gpt`` model into ``folder``; return the special ids
     (``bos_token_id``, ``eos_token_id``, ``pad_token_id``) the model's configs name."""
-    config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": MODEL_INPUT_NAMES}
     if isinstance(vocab, SentencePieceVocabulary):
         tokenizer = sentencepiece_tokenizer(vocab, append_eos=family == "t5")
         specials: dict[str, Any] = {name: tokenizer.id_to_token(i) for name, i in (
@@ -149,9 +156,12 @@ def write_tokenizer(vocab: Any, folder: Path, family: str, max_length: int | Non
             (folder / SPIECE_NAME).write_bytes(vocab.model_proto)
     elif isinstance(vocab, WordVocabulary):
         tokenizer, specials = word_tokenizer(vocab), dict(WORD_SPECIALS)
+        if vocab.unk_id is not None:
+            specials["unk_token"] = UNK_WORD
         ids = {"bos_token_id": vocab.bos_id, "eos_token_id": vocab.eos_id, "pad_token_id": vocab.pad_id}
     elif isinstance(vocab, CharVocabulary):
-        tokenizer, specials = char_tokenizer(vocab), {"pad_token": vocab.chars[0], "mask_token": vocab.chars[1]}
+        tokenizer = char_tokenizer(vocab)
+        specials = {"pad_token": vocab.chars[0], "mask_token": MASK_CHAR, "unk_token": MASK_CHAR}
         ids = {"pad_token_id": vocab.pad_id}
     else:
         raise TokenizerExportError(f"no Hugging Face tokenizer for a {type(vocab).__name__}")

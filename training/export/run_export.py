@@ -31,8 +31,9 @@ def export_run(source: str | Path, output: str | Path, vocab: str | None = None)
     if output.exists() and not (output.is_dir() and not any(output.iterdir())):
         raise ExportError(f"{output} already exists and is not an empty folder: choose a new output folder")
     model = model_from_checkpoint(run.state).eval()
-    _remove_unfinished_exports(output)
-    staging = _staging_folder(output, uuid.uuid4().hex[:8])
+    destination = Path(os.path.realpath(output))  # OUT a link: its folder (the export cannot be renamed onto a link)
+    _remove_unfinished_exports(destination)
+    staging = _staging_folder(destination, uuid.uuid4().hex[:8])
     try:
         staging.mkdir(parents=True)
     except OSError as error:
@@ -44,7 +45,11 @@ def export_run(source: str | Path, output: str | Path, vocab: str | None = None)
         parameters = sum(p.numel() for p in model.parameters())
         (staging / "README.md").write_text(model_card(run, architecture, files, lineage, parameters),
                                            encoding="utf-8")
-        os.replace(staging, output)
+        try:
+            os.replace(staging, destination)
+        except OSError as error:
+            raise ExportError(f"cannot write {output}: {error.strerror} ({destination}); give a new or empty "
+                              "folder") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return {"output": str(output), "architecture": architecture, "step": run.state["step"], "files": files}
