@@ -29,6 +29,10 @@ class UserError(click.ClickException):
         super().__init__(" ".join(str(message).split()))
 
 
+class CommandStopped(BaseException):
+    """A command's KeyboardInterrupt on its way past click, whose own handler printed an empty line before it."""
+
+
 class OneLineErrorsGroup(click.Group):
     """A click group whose usage errors (an unknown option, a bad value) are one line with exit 2, as every other
     user error, instead of click's usage block; and Ctrl-C or SIGTERM is one line with exit 130 or 143, however the
@@ -40,12 +44,18 @@ class OneLineErrorsGroup(click.Group):
         with interrupts_noted() as interrupted:
             try:
                 exit_code = self._one_line_main(args, prog_name, complete_var, **extra)
-            except BaseException:
-                if not interrupted():
+            except BaseException as error:
+                if not (interrupted() or isinstance(error, CommandStopped)):
                     raise
                 click.echo(stopped_line(stopped_by()), err=True)
                 sys.exit(stop_exit_code(stopped_by()))
         sys.exit(exit_code if isinstance(exit_code, int) else 0)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as interrupt:
+            raise CommandStopped from interrupt
 
     def _one_line_main(self, args, prog_name, complete_var, **extra):
         """click's ``main`` with each error it handles printed as one line, then ``sys.exit``."""

@@ -612,3 +612,17 @@ def test_a_shard_count_out_of_range_is_refused_before_the_job(tmp_path, value):
     assert _one_line_error(_invoke("run", "--num-shards", value, "--output", str(tmp_path / "out"))) == (
         f"Error: --num-shards {value!r} is neither 'auto' nor an integer from 1 to 99,999 (five digits in shard names)")
     assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_that_reaches_click_is_the_one_line_alone(tmp_path, monkeypatch):
+    """An interrupt that reached click as a KeyboardInterrupt (before Beam wrapped it) came after an empty line,
+    click's own."""
+    from c4prep.pipelines import run_c4
+
+    def interrupted(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(run_c4, "run_c4", interrupted)
+    result = _invoke("run", "--output", str(tmp_path / "out"))
+    assert result.exit_code == INTERRUPTED_EXIT_CODE
+    assert result.stderr == INTERRUPTED + "\n"
