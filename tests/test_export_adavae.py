@@ -75,3 +75,9 @@ def test_the_export_names_the_backbone_checkpoint_after_its_run_trained_on(adava
     reloaded = adavae_from_export(tmp_path / "out").state_dict()
     expected = model_from_checkpoint(load_checkpoint(adavae_run)).state_dict()
     assert all(torch.equal(reloaded[name], expected[name]) for name in expected)
+    trained.unlink()  # the run trained on further, and its rotation deleted that checkpoint
+    with pytest.raises(ExportError) as gone:
+        adavae_from_export(tmp_path / "out")
+    assert str(gone.value) == (
+        f"the backbone this export names, {trained}, is gone (a backbone run that trained on keeps only its "
+        "trainer.keep_checkpoints newest): pass backbone= that GPT (a c4prep run, checkpoint or Hugging Face folder)")

@@ -90,6 +90,10 @@ def adavae_from_export(folder: str | Path, backbone: str | None = None) -> nn.Mo
     if config.get("format") != FORMAT:
         raise ExportError(f"{folder / CONFIG_NAME} is not a c4prep AdaVAE export")
     source = backbone or config["backbone"]["source"]
+    if not backbone and not Path(source).exists():
+        raise ExportError(f"the backbone this export names, {source}, is gone (a backbone run that trained on keeps "
+                          "only its trainer.keep_checkpoints newest): pass backbone= that GPT (a c4prep run, checkpoint "
+                          "or Hugging Face folder)")
     model = build_model(**config["model_spec"])
     if (Path(source) / "config.json").is_file():
         gpt = gpt_from_hf_directory(source)
