@@ -11,9 +11,11 @@ either the old manifest with its complete data folder or the new manifest with i
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import json
 import logging
+import os
 import re
 import uuid
 from collections import Counter
@@ -487,10 +489,32 @@ def output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> It
     leaves it empty, so a refused run leaves nothing behind."""
     made = check_output_folder(output_uri, writes, files)
     try:
-        yield
+        with _held_alone(output_uri):
+            yield
     except BaseException:
         _remove_while_empty(output_uri, made)
         raise
+
+
+@contextmanager
+def _held_alone(output_uri: str) -> Iterator[None]:
+    """While the block runs, no other c4prep command writes the local folder ``output_uri`` (an advisory lock on
+    it): an :class:`OutputFolderError` if one does. Two runs into one output both passed the settings check, the
+    last to publish won, and one's start-up clean-up could delete the other's staging folder. Remote folders have
+    no lock."""
+    if "://" in output_uri:
+        yield
+        return
+    folder = os.open(output_uri, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputFolderError(f"another c4prep command is writing {output_uri}: wait for it to end, or give "
+                                    "another output") from None
+        yield
+    finally:
+        os.close(folder)
 
 
 def _remove_while_empty(output_uri: str, made: list[str]) -> None:

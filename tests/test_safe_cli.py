@@ -1,5 +1,6 @@
 """`c4prep` refuses what would lose or replace data, in one line with exit status 2: unknown options, runs that
 keep no page, damaged shards; a folder as --input means its files; --debug shows the traceback."""
+import fcntl
 import json
 import os
 import shutil
@@ -626,3 +627,27 @@ def test_ctrl_c_that_reaches_click_is_the_one_line_alone(tmp_path, monkeypatch):
     result = _invoke("run", "--output", str(tmp_path / "out"))
     assert result.exit_code == INTERRUPTED_EXIT_CODE
     assert result.stderr == INTERRUPTED + "\n"
+
+
+@pytest.mark.parametrize("command", [["run", "--input", "{webdata}", "--num-shards", "2"],
+                                     ["vocab", "--input", "{documents}", "--vocab-size", "600"],
+                                     ["tokenize", "--input", "{documents}", "--vocab", "{vocab}"]])
+def test_an_output_another_command_is_writing_is_refused(published, webdata, sample_documents, sample_vocab,
+                                                         tmp_path, command):
+    """Two runs into one output both passed the settings check and the last to publish won (a corpus of other
+    settings replaced without --allow-other-settings), or one's start-up clean-up deleted the other's staging
+    folder. Here the other command is a lock held on the folder, as a running command holds it."""
+    output = shutil.copytree(published, tmp_path / "out") if command[0] == "run" else tmp_path / "out"
+    output.mkdir(exist_ok=True)
+    before = _snapshot(output)
+    args = [arg.format(webdata=webdata / SAMPLE_NAME, documents=sample_documents, vocab=sample_vocab)
+            for arg in command]
+    held = os.open(output, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert _one_line_error(_invoke(*args, "--output", str(output))) == (
+            f"Error: another c4prep command is writing {output}: wait for it to end, or give another output")
+    finally:
+        os.close(held)
+    assert _snapshot(output) == before
+    assert _invoke(*args, "--output", str(output)).exit_code == 0
