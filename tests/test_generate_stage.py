@@ -18,6 +18,7 @@ from c4prep.training.config import load_config
 from c4prep.training.data.char_vocabulary import VOCABULARY_FILE as CHAR_VOCABULARY_FILE, CharVocabulary
 from c4prep.training.metrics_log import read_metrics
 from c4prep.training.stages.data_setup import token_vocabulary
+from c4prep.training.stages import generate as generate_stage
 from c4prep.training.stages.generate import GENERATIONS_FILE, piece_vocabulary
 from c4prep.training.stages.model_setup import model_from_checkpoint
 
@@ -175,6 +176,63 @@ def test_generate_needs_prompts_and_a_gpt_or_t5(gpt_run, tmp_path, capsys):
     save_checkpoint(classifier, 1, {"step": 1, "model": {}, "model_spec": {"name": "gpt_classifier"}}, keep=1)
     assert main(["stage=generate", f"init_from={classifier}", PROMPTS, *QUIET]) == 2
     assert "stage=generate samples GPT and T5 models" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family, max_tokens, needs", [
+    ("t5", 10 ** 6, "T5's decoder position biases for every pair of its positions (2 heads x max_tokens^2 float32)"),
+    ("gpt", 10 ** 12, "the ids of 2 prompt(s) and continuation(s), 8 bytes each (a GPT has no length limit of its "
+                      "own: it crops its context)")])
+def test_a_max_tokens_beyond_the_devices_memory_is_one_line_before_generating(t5_run, gpt_run, family, max_tokens,
+                                                                              needs, tmp_path, capsys):
+    """T5 built a max_tokens^2 mask up front ("RuntimeError: ... can't allocate memory", exit 1); a GPT allocated
+    the ids of every continuation."""
+    run = {"t5": t5_run, "gpt": gpt_run}[family]
+    assert main(["stage=generate", f"init_from={run}", PROMPTS, f"generate.max_tokens={max_tokens}",
+                 f"output_dir={tmp_path / 'out'}", *QUIET]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"train: error: generate.max_tokens={max_tokens} needs ") and len(err.splitlines()) == 1
+    assert f"GiB up front for {needs}, more than the " in err and err.endswith(" tokens could fit): lower it")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_tokens_that_could_fit_are_the_bound(t5_run, monkeypatch, tmp_path, capsys):
+    heads = model_from_checkpoint(load_checkpoint(t5_run)).config.num_heads
+    monkeypatch.setattr(generate_stage, "device_memory", lambda device: heads * 12 ** 2 * 4)  # 12 tokens' biases
+    assert main(["stage=generate", f"init_from={t5_run}", PROMPTS, "generate.max_tokens=13", *QUIET,
+                 f"output_dir={tmp_path / 'over'}"]) == 2
+    assert "(at most 12 tokens could fit): lower it" in capsys.readouterr().err
+    assert len(generate(t5_run, tmp_path / "within", PROMPTS, "generate.max_tokens=12")) == 2
+
+
+@pytest.mark.parametrize("setting", ["generate.temperature=nan", "generate.temperature=inf",
+                                     "generate.analogy_degree=-inf"])
+def test_a_non_finite_decoding_number_is_one_line(setting, capsys):
+    """temperature=nan failed in torch.multinomial (exit 1); inf drew uniformly."""
+    assert main(["stage=generate", setting, *QUIET]) == 2
+    name, value = setting.split("=")
+    assert capsys.readouterr().err.strip() == f"train: error: {name} must be a finite number, got {value}"
+
+
+@pytest.mark.parametrize("setting, shown", [("generate.temperature=0.3", "0.3"), ("generate.top_k=3", "3"),
+                                            ("generate.top_k=null", "None")])
+def test_a_sampling_setting_does_nothing_with_greedy_decoding(setting, shown, capsys):
+    """Greedy decoding ignored them, exit 0."""
+    assert main(["stage=generate", "generate.greedy=true", setting, *QUIET]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"train: error: {setting.split('=')[0]}={shown} does nothing with generate.greedy=true (it takes the most "
+        "likely id; nothing is drawn): remove one of them")
+    assert load_config(["generate.greedy=true", "generate.temperature=1.0", "generate.top_k=100"]).generate.greedy
+
+
+def test_evaluate_scores_the_whole_split_unless_eval_batches_limits_it(t5_run, tmp_path, capsys):
+    """trainer.eval_batches was ignored: =1 and =0 gave the same loss."""
+    losses = {}
+    for limit in (None, "0", "1"):
+        given = [] if limit is None else [f"trainer.eval_batches={limit}"]
+        assert main(["stage=evaluate", f"init_from={t5_run}", "trainer.micro_batch_size=2", *given, *QUIET,
+                     f"output_dir={tmp_path / str(limit)}"]) == 0
+        losses[limit] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["validation"]["loss"]
+    assert losses[None] == losses["0"] != losses["1"]
 
 
 def test_evaluate_uses_the_runs_objective_and_writes_next_to_it(t5_run, capsys):

@@ -130,6 +130,21 @@ def test_a_setting_the_stage_does_not_read_is_refused(tmp_path, capsys, stage, s
     assert not (tmp_path / "out").exists()
 
 
+def test_evaluate_scores_all_unless_the_command_line_limits_it_where_it_can(run, tmp_path, capsys):
+    """trainer.eval_batches was ignored by every evaluation: train.yaml's 20 and a preset's limit a training run's
+    validation, the command line's a token run's evaluation, and an AdaVAE evaluation refuses it."""
+    assert load_config(["stage=evaluate", f"init_from={run}"]).trainer.eval_batches == 0
+    assert load_config(["stage=evaluate", f"init_from={run}", "trainer.eval_batches=2"]).trainer.eval_batches == 2
+    assert load_config(["stage=generate", f"init_from={run}"]).trainer.eval_batches == 20
+    vae = fake_run(tmp_path / "vae", "model=adavae", "data=ptb")
+    assert main(["stage=evaluate", f"init_from={vae}", "trainer.eval_batches=2", f"output_dir={tmp_path / 'out'}",
+                 "trainer.device=cpu"]) == 2
+    assert one_line_error(capsys) == (
+        "train: error: trainer.eval_batches=2 does nothing for stage=evaluate with model=adavae, which scores all of "
+        "its data; it limits stage=evaluate with data.kind=tokens: remove it")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("settings, setting, where", [
     (["experiment=shakespeare_char", "objective=prefix_lm"], "objective=prefix_lm", "data.kind=char_text"),
     (["experiment=shakespeare_char", "objective=lm", "objective.targets_length=129"], "objective.targets_length=129",

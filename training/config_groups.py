@@ -9,6 +9,7 @@ value.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
@@ -224,11 +225,20 @@ class GenerateConfig:
         for name in ("num_samples", "max_tokens"):
             if getattr(self, name) < 1:
                 raise TrainConfigError(f"generate.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("temperature", "analogy_degree"):
+            if not math.isfinite(getattr(self, name)):
+                raise TrainConfigError(f"generate.{name} must be a finite number, got {getattr(self, name)}")
         if self.temperature <= 0:
             raise TrainConfigError(f"generate.temperature must be > 0 (generate.greedy=true for the argmax), got "
                                    f"{self.temperature}")
         if self.top_k is not None and self.top_k < 1:
             raise TrainConfigError(f"generate.top_k must be >= 1 or null (every id), got {self.top_k}")
+        defaults = {item.name: item.default for item in dataclasses.fields(self)}
+        sampling = [name for name in ("temperature", "top_k") if getattr(self, name) != defaults[name]]
+        if self.greedy and sampling:
+            raise TrainConfigError(f"generate.{sampling[0]}={getattr(self, sampling[0])!r} does nothing with "
+                                   "generate.greedy=true (it takes the most likely id; nothing is drawn): remove one "
+                                   "of them")
 
 
 @dataclass

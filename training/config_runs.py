@@ -105,11 +105,13 @@ def _with_saved(cfg: DictConfig, run: dict[str, Any], names: Sequence[str], give
 def with_run_settings(cfg: DictConfig, overrides: Sequence[str],
                       held: dict[str, tuple[str, Any]] | None = None) -> DictConfig:
     """``cfg`` (composed from ``overrides`` but ``held``, :func:`run_section_keys`) with the trained run's settings
-    where ``overrides`` set none, the ``held`` keys set on them, and ``output_dir`` in the run folder unless they
-    set it."""
+    where ``overrides`` set none, the ``held`` keys set on them, ``output_dir`` in the run folder and an evaluation of
+    the whole split (``trainer.eval_batches=0``) unless they set them."""
     folder, given = trained_run_folder(cfg.init_from), _given(overrides)
     if "output_dir" not in given:
         cfg.output_dir = str(folder / cfg.stage)
+    if cfg.stage == "evaluate" and "trainer.eval_batches" not in given:
+        cfg.trainer.eval_batches = 0  # the whole split: train.yaml's and a preset's limit a training run's validation
     cfg = _with_saved(cfg, recorded_settings(folder), RUN_SETTINGS, given)
     with open_dict(cfg):
         for key, value in (held or {}).values():

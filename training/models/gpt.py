@@ -221,6 +221,11 @@ class GPT(nn.Module):
             (self._continue_cached if fits else self._continue_cropped)(tokens, lengths, max_new_tokens, choose)
         return [tokens[row, len(prompt):len(prompt) + max_new_tokens] for row, prompt in enumerate(prompts)]
 
+    def generation_bytes(self, rows: int, prompt_length: int, max_new_tokens: int) -> int:
+        """The memory :meth:`generate` allocates up front for ``rows`` prompts of at most ``prompt_length`` tokens,
+        whatever the context: the ids of prompts and continuations (the caches hold at most ``max_length``)."""
+        return rows * (prompt_length + max_new_tokens) * torch.long.itemsize
+
     def _continue_cached(self, tokens: Tensor, lengths: Tensor, count: int, choose: Chooser) -> None:
         """Write ``count`` tokens into each row of ``tokens`` after its first ``lengths`` ones: the prompts run once,
         then each new token alone against the layers' caches."""

@@ -337,6 +337,11 @@ class T5(nn.Module):
                 break
         return tokens[:, 1:]
 
+    def generation_bytes(self, max_length: int) -> int:
+        """The least memory :meth:`generate` allocates up front: the decoder's self-attention biases for every pair
+        of its ``max_length`` positions (float32, one a head), which grow as ``max_length`` squared."""
+        return self.config.num_heads * max_length ** 2 * torch.float32.itemsize
+
     def freeze_all_but_adapters(self) -> None:
         """Train only adapters and layer norms, as the paper's adapter fine-tuning does (§3.5.1: "only the adapter
         layer and layer normalization parameters are updated")."""

@@ -54,6 +54,7 @@ SECTION_SETTINGS: dict[str, tuple[str, ...]] = {
     "experiments.adavae.latent_classification:run_latent_classification": ("classify.*",),
 }
 SECTIONS = ("finetune", "evaluate", "generate", "classify")
+EVAL_BATCHES_READER = "stages.evaluate:run_evaluate"  # the evaluation that trainer.eval_batches limits
 # The training stages that read the `objective:` section (a text-to-text fine-tune for data.unsupervised_tokens only)
 OBJECTIVE_READERS = {"stages.pretrain:run_token_pretrain": "stage=pretrain with data.kind=tokens",
                      "stages.finetune:run_finetune": "stage=finetune with data.kind=text_to_text and "
@@ -88,6 +89,7 @@ def run_stage(cfg: TrainConfig) -> dict[str, Any]:
     check_section_settings(cfg, bundled)
     check_objective_read(cfg, bundled)
     check_z_loss_read(cfg)
+    check_eval_batches_read(cfg)
     return function(cfg)
 
 
@@ -144,6 +146,17 @@ def check_z_loss_read(cfg: TrainConfig) -> None:
     if cfg.z_loss and cfg.stage not in RUN_STAGES and cfg.model.name != "t5":
         raise TrainConfigError(f"z_loss={cfg.z_loss} does nothing for model.name={cfg.model.name}; it is T5's "
                                "auxiliary loss (model=t5_*): remove it")
+
+
+def check_eval_batches_read(cfg: TrainConfig) -> None:
+    """A one-line error for ``trainer.eval_batches`` on an evaluation that scores all of its data (AdaVAE's test
+    sentences, A5's questions); with ``init_from`` it is 0 (all) unless the command line sets it (``config_runs``)."""
+    route = stage_route(cfg)
+    limited = STAGE_TABLE[cfg.stage, route] == EVAL_BATCHES_READER
+    if cfg.stage == "evaluate" and cfg.init_from and cfg.trainer.eval_batches and not limited:
+        raise TrainConfigError(f"trainer.eval_batches={cfg.trainer.eval_batches} does nothing for stage=evaluate with "
+                               f"{_route_name(route)}, which scores all of its data; it limits stage=evaluate with "
+                               "data.kind=tokens: remove it")
 
 
 def _reads(reads: tuple[str, ...], key: str) -> bool:

@@ -1,8 +1,9 @@
 """``train stage=evaluate init_from=<checkpoint or run folder>``: validation metrics of a trained model.
 
 Scores the validation split of the run's token shards with the run's objective (``config_runs``: what the command
-line sets wins; the same seed gives the same masks, so numbers are comparable across checkpoints) and writes them
-to ``<output_dir>/metrics.jsonl``, by default ``<run>/evaluate/metrics.jsonl``.
+line sets wins; the same seed gives the same masks, so numbers are comparable across checkpoints), all of it unless
+the command line sets ``trainer.eval_batches`` (micro-batches per rank), and writes them to
+``<output_dir>/metrics.jsonl``, by default ``<run>/evaluate/metrics.jsonl``.
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def run_evaluate(cfg: TrainConfig) -> dict[str, Any]:
         raise TokenDataError(f"split {cfg.data.validation_split!r} of {cfg.data.tokens} has no samples to evaluate; "
                              "set data.validation_split=<split>")
     batches = row_set_eval_batches(data.validation, ctx.env.rank, ctx.env.world_size, ctx.settings.micro_batch_size)
-    metrics = evaluate_model(model, data.batch_loss, batches, ctx.env, ctx.device, ctx.settings.precision)
+    metrics = evaluate_model(model, data.batch_loss, batches, ctx.env, ctx.device, ctx.settings.precision,
+                             ctx.settings.eval_batches)
     with MetricsLogger(ctx.run_dir, enabled=ctx.env.is_main, tensorboard=False) as logger:
         logger.log(int(state["step"]), "validation", metrics or {})
     return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]), "validation": metrics}

@@ -10,10 +10,13 @@ object a line.
 """
 from __future__ import annotations
 
+import bisect
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +33,7 @@ from ..models.gpt import GPT
 from ..trainer import autocast
 from .data_setup import CHAR_TEXT_KEYS, check_run_vocabulary, load_vocabulary, read_text, token_vocabulary
 from .model_setup import check_model_settings, model_from_checkpoint
-from .run import RunContext, start_run
+from .run import RunContext, run_device, start_run
 
 GENERATIONS_FILE = "generations.jsonl"
 SENTINEL = re.compile(r"<extra_id_(\d+)>")
@@ -127,10 +130,14 @@ def run_generate(cfg: TrainConfig) -> dict[str, Any]:
                                " set data.* to the data the checkpoint was trained on")
     prompts = read_prompts(cfg.generate)
     encoded = [_encode(vocab, prompt, family) for prompt in prompts]
-    ctx = start_run(cfg)
-    model = model_from_checkpoint(state).to(ctx.device).eval()
-    generator = torch.Generator(device=ctx.device).manual_seed(cfg.seed)
     jobs = [(index, sample) for index in range(len(prompts)) for sample in range(cfg.generate.num_samples)]
+    model = model_from_checkpoint(state).eval()
+    longest = len(vocab.start) + max(map(len, encoded))
+    check_generation_fits(model, min(len(jobs), cfg.trainer.micro_batch_size), longest, cfg.generate.max_tokens,
+                          run_device(cfg.trainer))
+    ctx = start_run(cfg)
+    model = model.to(ctx.device)
+    generator = torch.Generator(device=ctx.device).manual_seed(cfg.seed)
     records = []
     for first in range(0, len(jobs), ctx.settings.micro_batch_size):
         batch = jobs[first:first + ctx.settings.micro_batch_size]
@@ -144,6 +151,34 @@ def run_generate(cfg: TrainConfig) -> dict[str, Any]:
         print("\n---------------\n".join(f"{r['prompt']}{separator}{r['completion']}" for r in records))
     return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]), "generations": str(path),
             "samples": len(records)}
+
+
+def check_generation_fits(model: torch.nn.Module, rows: int, prompt_length: int, max_tokens: int,
+                          device: torch.device) -> None:
+    """A one-line error where what generation allocates up front for ``max_tokens`` (``generation_bytes``: batches
+    of ``rows`` prompts of at most ``prompt_length`` ids) exceeds the device's memory, saying how many could fit."""
+    if isinstance(model, GPT):
+        need = partial(model.generation_bytes, rows, prompt_length)
+        held = (f"the ids of {rows} prompt(s) and continuation(s), 8 bytes each (a GPT has no length limit of its own: "
+                "it crops its context)")
+    else:
+        need = model.generation_bytes
+        held = (f"T5's decoder position biases for every pair of its positions ({model.config.num_heads} heads x "
+                "max_tokens^2 float32)")
+    capacity = device_memory(device)
+    if need(max_tokens) <= capacity:
+        return
+    fitting = bisect.bisect_right(range(1, max_tokens + 1), capacity, key=need)
+    raise TrainConfigError(f"generate.max_tokens={max_tokens} needs {need(max_tokens) / 2 ** 30:,.1f} GiB up front for "
+                           f"{held}, more than the {capacity / 2 ** 30:,.1f} GiB of memory of the {device} (at most "
+                           f"{fitting:,} tokens could fit): lower it")
+
+
+def device_memory(device: torch.device) -> int:
+    """The memory of ``device``: its GPU's, or the machine's physical memory."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def _encode(vocab: PromptVocabulary, prompt: str, family: str) -> list[int]:

@@ -54,10 +54,7 @@ class RunContext:
 def start_run(cfg: TrainConfig) -> RunContext:
     """Pick the device, join the ranks, create the run folder and record the resolved config in it."""
     settings = cfg.trainer
-    try:
-        device = select_device(settings.device)
-    except ValueError as error:
-        raise TrainConfigError(str(error)) from None
+    device = run_device(settings)
     run_dir = check_run_folder(cfg.output_dir, cfg.stage)  # on every rank before they join: none has written yet
     env = init_distributed(device)
     torch.manual_seed(cfg.seed)  # dropout draws from it: a run from init_from's weights was seeded by nothing
@@ -76,6 +73,14 @@ def start_run(cfg: TrainConfig) -> RunContext:
             raise TrainConfigError(f"output_dir={run_dir} cannot be the run folder: {error.strerror or error} "
                                    f"({error.filename or run_dir}); give a folder that can be written") from None
     return RunContext(cfg, settings, env, device, run_dir)
+
+
+def run_device(settings: TrainerConfig) -> torch.device:
+    """The device ``trainer.device`` picks for this rank; a one-line error for CUDA where there is none."""
+    try:
+        return select_device(settings.device)
+    except ValueError as error:
+        raise TrainConfigError(str(error)) from None
 
 
 def check_run_folder(output_dir: str, stage: str) -> Path:
