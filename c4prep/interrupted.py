@@ -63,4 +63,9 @@ def stopped_line(signum: int | None) -> str:
     return f"{outcome[0].upper()}{outcome[1:]}: {STOPPED}"
 
 
+def training_stopped_line(signum: int | None) -> str:
+    """`train`'s line for a run the signal stopped."""
+    return f"train: {stop_outcome(signum)}: {TRAINING_STOPPED}"
+
+
 INTERRUPTED = stopped_line(signal.SIGINT)

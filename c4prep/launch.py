@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from c4prep.interrupted import TRAINING_STOPPED, stop_exit_code, stop_on_signals, stop_outcome, stopped_by, stopped_line
+from c4prep.interrupted import stop_exit_code, stop_on_signals, stopped_by, stopped_line, training_stopped_line
 
 
 def _main_of(module: str, stopped: Callable[[int | None], str]) -> Any:
@@ -27,4 +27,4 @@ def c4prep() -> Any:
 
 
 def train() -> Any:
-    return _main_of("c4prep.training.cli", lambda signum: f"train: {stop_outcome(signum)}: {TRAINING_STOPPED}")()
+    return _main_of("c4prep.training.cli", training_stopped_line)()

@@ -42,6 +42,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from c4prep.interrupted import STOP_SIGNALS
+
 BEAM_WORKER = "apache_beam.runners.worker.sdk_worker_main"
 THIS_MODULE = "c4prep.sdk_worker"
 INTERRUPTED_GRACE_S = 3.0
@@ -71,7 +73,7 @@ def stops_reach_workers() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
 
     def interrupt_workers_first(signum: int, frame: object) -> None:
         for worker in workers_of(os.getpid()):

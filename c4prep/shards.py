@@ -65,8 +65,10 @@ def resolve_uri(uri: str) -> tuple[pafs.FileSystem, str]:
     except pa.ArrowInvalid:
         raise UnsupportedUriError(f"{uri}: no filesystem reads {uri.split('://')[0]}:// paths; use a local "
                                   "path, s3://, gs://, hdfs:// or abfs://") from None
-    if fs.type_name == "gcs" and "?" not in uri and path.split("/")[0] not in _gcs_buckets_reached:
+    bucket = path.split("/")[0]
+    if fs.type_name == "gcs" and "?" not in uri and bucket not in _gcs_buckets_reached:
         _check_reachable(uri, path)
+        _gcs_buckets_reached.add(bucket)
     return fs, path
 
 
@@ -82,7 +84,6 @@ def _check_reachable(uri: str, path: str) -> None:
         raise UnsupportedUriError(f"{uri}: cannot be reached in {GCS_FIRST_CONTACT_S} s of retries ({reason}); "
                                   "check the network and the Google Cloud credentials "
                                   "(GOOGLE_APPLICATION_CREDENTIALS, `gcloud auth application-default login`)") from None
-    _gcs_buckets_reached.add(path.split("/")[0])
 
 
 def join_uri(base: str, *names: str) -> str:

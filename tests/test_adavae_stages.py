@@ -59,6 +59,16 @@ def test_adavae_stages_need_only_the_run_and_write_next_to_it(adavae_run):
     assert len(result["interpolation"]) == 3 and len(result["prior"]) == 2
 
 
+def test_more_tokens_than_the_backbones_positions_hold_is_one_line(adavae_run, capsys, tmp_path):
+    """generate wrote at most block_size - 1 tokens, whatever max_tokens said."""
+    positions = load_checkpoint(adavae_run)["model_spec"]["backbone"]["block_size"]
+    assert main(["stage=generate", f"init_from={adavae_run}", f"generate.max_tokens={positions}",
+                 f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"backbone's {positions} positions hold BOS and at most "
+                                                    f"{positions - 1} tokens; lower it")
+    assert not (tmp_path / "generation.json").exists()
+
+
 def test_adavae_needs_a_gpt_backbone(adavae_run, ptb_small, tmp_path, capsys):
     assert main(["experiment=adavae_ptb", "trainer.max_steps=1", *ptb_small, f"output_dir={tmp_path}",
                  *TRAIN_QUIET]) == 2

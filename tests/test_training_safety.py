@@ -417,6 +417,18 @@ def test_a_value_out_of_its_range_is_refused_before_anything_runs(overrides, mes
     assert str(refused.value) == message
 
 
+@pytest.mark.parametrize("setting", ["trainer.grad_clip=nan", "z_loss=nan", "optimizer.lr=inf",
+                                     "optimizer=adamw optimizer.options.weight_decay=nan",
+                                     "generate.temperature=nan",
+                                     "generate.temperature=inf", "generate.analogy_degree=-inf"])
+def test_a_non_finite_number_is_one_line(setting, capsys):
+    """Range checks let NaN through: grad_clip=nan trained until the loss was NaN and then advised a lower learning
+    rate; temperature=nan failed in torch.multinomial (exit 1), inf drew uniformly."""
+    assert main(["stage=generate", *setting.split()]) == 2
+    name, value = setting.split()[-1].split("=")
+    assert capsys.readouterr().err.strip() == f"train: error: {name} must be a finite number, got {value}"
+
+
 @pytest.mark.parametrize("stop, to_group, loader_workers", [(signal.SIGINT, True, 0), (signal.SIGTERM, False, 0),
                                                              (signal.SIGTERM, True, 1)])
 def test_a_stop_is_one_line_and_the_same_command_resumes(sample_tokens, tmp_path, stop, to_group, loader_workers):

@@ -7,7 +7,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from c4prep.interrupted import TRAINING_STOPPED, stop_exit_code, stop_outcome, stopped_by
+from c4prep.interrupted import stop_exit_code, stopped_by, training_stopped_line
 from c4prep.manifest import ManifestError
 from c4prep.shards import UnsupportedUriError
 from c4prep.user_errors import interrupts_noted
@@ -52,13 +52,13 @@ def _stages() -> str:
     return "\n".join(f"  {stage:<10} {', '.join(found)}" for stage, found in routes.items())
 
 
-def _report(outcome: str, error: BaseException, debug: bool, message: str | None = None) -> None:
-    """``train: <outcome>: <message or error>`` on stderr, one line; with ``debug`` after the full traceback,
+def _report(outcome: str, error: BaseException, debug: bool, line: str | None = None) -> None:
+    """``line`` (by default ``train: <outcome>: <error>``) on stderr; with ``debug`` after the full traceback,
     including the low-level error that the one-line message replaced."""
     if debug:
         error.__suppress_context__ = False
         traceback.print_exception(error)
-    print(f"train: {outcome}: {message or error}", file=sys.stderr)
+    print(line or f"train: {outcome}: {error}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BaseException as error:
             if not (isinstance(error, KeyboardInterrupt) or stopped()):
                 raise
-            _report(stop_outcome(stopped_by()), error, debug, TRAINING_STOPPED)
+            _report("stopped", error, debug, training_stopped_line(stopped_by()))
             return stop_exit_code(stopped_by())
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import typing
 from importlib import resources
@@ -141,6 +142,7 @@ def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
 
 def typed_config(cfg: DictConfig) -> TrainConfig:
     """``cfg`` merged with its schemas: each group with the one its ``name``/``kind`` selects."""
+    _require_finite(OmegaConf.to_container(cfg), "")
     groups = {}
     for group, (key, schemas) in GROUP_SCHEMAS.items():
         choice = cfg[group].get(key)
@@ -155,6 +157,17 @@ def typed_config(cfg: DictConfig) -> TrainConfig:
     require_choice("stage", typed.stage, STAGES)
     require_choice("resume", typed.resume, RESUME_MODES)
     return typed
+
+
+def _require_finite(values: Any, key: str) -> None:
+    """A one-line error for the first NaN or infinity among ``values``: no setting takes one, and a range check
+    lets NaN through (every comparison with it is false): ``trainer.grad_clip=nan`` trained until the loss was NaN,
+    then advised a lower learning rate."""
+    if isinstance(values, float) and not math.isfinite(values):
+        raise TrainConfigError(f"{key} must be a finite number, got {values}")
+    items = values.items() if isinstance(values, dict) else enumerate(values) if isinstance(values, list) else ()
+    for name, value in items:
+        _require_finite(value, f"{key}.{name}" if key and isinstance(name, str) else f"{key}[{name}]" if key else name)
 
 
 def _structured(schema: type, values: DictConfig, prefix: str) -> Any:

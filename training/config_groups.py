@@ -9,7 +9,6 @@ value.
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
@@ -225,9 +224,6 @@ class GenerateConfig:
         for name in ("num_samples", "max_tokens"):
             if getattr(self, name) < 1:
                 raise TrainConfigError(f"generate.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("temperature", "analogy_degree"):
-            if not math.isfinite(getattr(self, name)):
-                raise TrainConfigError(f"generate.{name} must be a finite number, got {getattr(self, name)}")
         if self.temperature <= 0:
             raise TrainConfigError(f"generate.temperature must be > 0 (generate.greedy=true for the argmax), got "
                                    f"{self.temperature}")

@@ -151,9 +151,10 @@ def check_z_loss_read(cfg: TrainConfig) -> None:
 def check_eval_batches_read(cfg: TrainConfig) -> None:
     """A one-line error for ``trainer.eval_batches`` on an evaluation that scores all of its data (AdaVAE's test
     sentences, A5's questions); with ``init_from`` it is 0 (all) unless the command line sets it (``config_runs``)."""
+    if not (cfg.stage == "evaluate" and cfg.init_from and cfg.trainer.eval_batches):
+        return
     route = stage_route(cfg)
-    limited = STAGE_TABLE[cfg.stage, route] == EVAL_BATCHES_READER
-    if cfg.stage == "evaluate" and cfg.init_from and cfg.trainer.eval_batches and not limited:
+    if STAGE_TABLE[cfg.stage, route] != EVAL_BATCHES_READER:
         raise TrainConfigError(f"trainer.eval_batches={cfg.trainer.eval_batches} does nothing for stage=evaluate with "
                                f"{_route_name(route)}, which scores all of its data; it limits stage=evaluate with "
                                "data.kind=tokens: remove it")

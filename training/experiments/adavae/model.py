@@ -203,13 +203,15 @@ class AdaVAE(nn.Module):
                  generator: torch.Generator | None = None) -> list[list[int]]:
         """Decode each row of ``z`` from BOS until EOS (excluded) or ``max_new_tokens``; each step runs the newest
         token alone against the keys and values the attention layers cached, and z's slots, built once."""
+        if max_new_tokens >= self.backbone.config.block_size:
+            raise ValueError(f"max_new_tokens={max_new_tokens}: the backbone's {self.backbone.config.block_size} "
+                             "positions hold BOS and fewer new tokens")
         tokens = torch.full((z.shape[0], 1), bos_id, dtype=torch.long, device=z.device)
         finished = torch.zeros(z.shape[0], dtype=torch.bool, device=z.device)
-        limit = min(max_new_tokens, self.backbone.config.block_size - 1)
-        caches = [LayerCache(limit) for _ in self.backbone.blocks]
-        columns = torch.arange(limit, device=z.device)
+        caches = [LayerCache(max_new_tokens) for _ in self.backbone.blocks]
+        columns = torch.arange(max_new_tokens, device=z.device)
         slots = self.decoder_slots(z, z.shape[0])
-        for step in range(limit):
+        for step in range(max_new_tokens):
             states = self._decoder(tokens[:, -1:], z, (columns <= step)[None, None, None], torch.full_like(
                 tokens[:, :1], step), caches, slots)
             logits = self.backbone.head(states[:, -1]).float() / temperature

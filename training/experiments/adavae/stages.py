@@ -148,6 +148,11 @@ def run_adavae_generate(cfg: TrainConfig) -> dict[str, Any]:
     data = cfg.data
     ctx = start_run(cfg)
     model, vocab, _ = trained_vae(cfg, ctx)
+    positions = model.backbone.config.block_size
+    if generation.max_tokens >= positions:
+        raise TrainConfigError(f"generate.max_tokens={generation.max_tokens} is more than this AdaVAE can write: its "
+                               f"backbone's {positions} positions hold BOS and at most {positions - 1} tokens; lower "
+                               "it")
     try:
         sentences = read_sentences(data.test)
     except SentenceDataError as error:
