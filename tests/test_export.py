@@ -31,6 +31,7 @@ from c4prep.training.cli import main as train
 from c4prep.training.data.char_vocabulary import CharVocabulary
 from c4prep.training.data.sentence_files import WordVocabulary
 from c4prep.training.export.run_export import export_run
+from c4prep.training.export.run_source import read_run, run_vocabulary
 from c4prep.training.models import build_model
 from c4prep.training.models.gpt import GPT, gpt_config
 from c4prep.training.models.gpt_hf import gpt_from_hf_directory
@@ -233,7 +234,7 @@ def test_gpt_tokenizers_give_our_ids(gpt_exports, tokens, c4_texts, shared_data)
     tokenizer = transformers.AutoTokenizer.from_pretrained(gpt_exports["words"][1])
     lines = (shared_data / "ptb" / "valid.txt").read_text().splitlines()[:200]
     assert [tokenizer(line).input_ids for line in lines] == [[words.bos_id, *words.encode(line)] for line in lines]
-    assert tokenizer.decode(words.encode(lines[0])) == words.decode(words.encode(lines[0]))
+    assert tokenizer.decode(words.encode(lines[0])) == " " + words.decode(words.encode(lines[0]))
     chars = CharVocabulary.from_text((gpt_exports["chars"][0].parent / "shakespeare.txt").read_text())
     tokenizer = transformers.AutoTokenizer.from_pretrained(gpt_exports["chars"][1])
     passage = (shared_data / "tinyshakespeare" / "input.txt").read_text()[:2000]
@@ -252,6 +253,39 @@ def test_gpt_tokenizer_output_gives_the_models_logits(gpt_exports, vocab):
     assert list(encoded) == ["input_ids", "attention_mask"]
     with torch.no_grad():
         torch.testing.assert_close(hf(**encoded).logits, hf(input_ids=encoded.input_ids).logits, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("vocab, prompt", [("tokens", "The city of"), ("words", "the company said it"),
+                                           ("chars", "The king")])
+def test_the_text_generation_pipeline_writes_the_prompt_and_its_continuation(gpt_exports, vocab, prompt):
+    """transformers 5's pipeline appends the new ids' text to the prompt, and the SentencePiece and word tokenizers
+    decoded a continuation without the space before its first word: "The city ofof of". Special ids are suppressed,
+    so that the pipeline (which skips them) and c4prep decode the same ids."""
+    run, out = gpt_exports[vocab]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    settings = dict(max_new_tokens=8, do_sample=False, suppress_tokens=tokenizer.all_special_ids)
+    text = transformers.pipeline("text-generation", model=hf, tokenizer=tokenizer)(prompt, **settings)[0]
+    prompt_ids = tokenizer(prompt).input_ids
+    ids = hf.generate(torch.tensor([prompt_ids]), **settings)[0].tolist()
+    assert len(ids) == len(prompt_ids) + 8
+    assert text["generated_text"] == run_vocabulary(read_run(run))[0].decode(ids)  # as c4prep writes all ids
+    assert text["generated_text"].startswith(prompt if vocab == "chars" else prompt + " ")
+    prompt_text, new_text = tokenizer.decode(prompt_ids), tokenizer.decode(ids[len(prompt_ids):])
+    assert prompt_text + new_text == tokenizer.decode(ids)
+
+
+def test_t5_export_never_generates_its_padding_ids(t5_export):
+    """The embedding's rows past the vocabulary (up to a multiple of 128) are no token; transformers drew them
+    (21 of 820 draws decoded to nothing)."""
+    run, out = t5_export
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    vocab_size = load_checkpoint(run)["model_spec"]["vocab_size"]
+    encoder, _ = t5_batch(vocab_size)
+    torch.manual_seed(0)
+    drawn = hf.generate(input_ids=encoder, attention_mask=(encoder != 0).long(), do_sample=True, max_new_tokens=64,
+                        min_new_tokens=64, num_return_sequences=4)
+    assert drawn.shape == (12, 65) and drawn.max() < vocab_size
 
 
 def test_gpt_tokenizers_map_unknown_text_to_their_unk_token(gpt_exports):

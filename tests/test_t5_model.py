@@ -182,7 +182,7 @@ def test_bf16_autocast_forward_backward():
 def test_greedy_generate_matches_hf():
     model = _model("t5_tiny")
     with torch.no_grad():
-        model.lm_head.weight[model.config.eos_id] *= 5.0  # make EOS win at some steps, not all
+        model.lm_head.weight[model.config.eos_id] *= 3.0  # make EOS win at some steps, not all
     hf = _hf(model)
     encoder_tokens = _tokens(6, 10, seed=0)
     encoder_tokens[1, 6:] = 0
@@ -194,6 +194,24 @@ def test_greedy_generate_matches_hf():
                              num_beams=1, max_new_tokens=12)
         assert torch.equal(ours, theirs[:, 1:])
     assert ours.shape[1] < 12 and (ours[:, 1:-1] == 1).any()  # EOS mid-sequence, then padding
+
+
+def test_generation_never_chooses_a_padding_row():
+    """The embedding's rows past the vocabulary (to a multiple of 128) are no token: greedy decoding took the argmax
+    over them, and HF also sampled them."""
+    model = _model("t5_tiny")
+    with torch.no_grad():
+        model.lm_head.weight[VOCAB:] *= 10.0  # padding rows win the unrestricted argmax
+    hf, encoder_tokens = _hf(model), _tokens(4, 10, seed=2)
+    with torch.no_grad():
+        first_logits = model.decode(model.encode(encoder_tokens), encoder_tokens, torch.zeros(4, 1, dtype=torch.long))
+    assert (first_logits[:, -1].argmax(-1) >= VOCAB).all()
+    torch.manual_seed(0)
+    for greedy in (True, False):
+        ours = model.generate(encoder_tokens, 30, greedy=greedy, generator=torch.Generator().manual_seed(0))
+        theirs = hf.generate(input_ids=encoder_tokens, do_sample=not greedy, max_new_tokens=30, min_new_tokens=30)
+        assert ours.max() < VOCAB and theirs.max() < VOCAB
+    assert ours.shape[1] == 30 and theirs.shape[1] == 31
 
 
 @pytest.mark.parametrize("size", FLAVOURS)
@@ -213,9 +231,9 @@ def test_generation_runs_each_new_token_alone_and_equals_the_whole_prefix(size):
         with torch.no_grad():  # the reference: the decoder rerun on the whole prefix for every token
             encoded = model.encode(encoder_tokens)
             for _ in range(drawn.shape[1]):
-                logits = model.decode(encoded, encoder_tokens, prefix)[:, -1]
+                logits = model.decode(encoded, encoder_tokens, prefix)[:, -1, :model.config.vocab_size]
                 if not greedy:
-                    logits = logits[:, :model.config.vocab_size] / 2.0
+                    logits = logits / 2.0
                 prefix = torch.cat([prefix, next_token(logits, 50, greedy, seeded)[:, None]], dim=1)
         eos = (prefix[:, 1:] == model.config.eos_id).int()
         assert torch.equal(drawn, prefix[:, 1:].masked_fill(eos.cumsum(1) - eos > 0, 0))  # pad after each EOS

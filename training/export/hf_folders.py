@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from ..models.gpt import GPT
 from ..models.gpt_hf import gpt_state_dict_to_hf, hf_gpt2_config
 from ..models.t5 import T5
-from ..models.t5_hf import hf_config, hf_weights
+from ..models.t5_hf import hf_config, hf_generation_config, hf_weights
 
 SAFETENSORS_NAME = "model.safetensors"
 
@@ -51,9 +51,7 @@ def write_hf_model(model: nn.Module, spec: dict[str, Any], folder: Path, token_i
     ``bos/eos/pad_token_id`` (a GPT's config sets the ones the tokenizer lacks to null). Returns the architecture."""
     architecture, config = hf_layout(model)
     if isinstance(model, T5):
-        weights = hf_weights(model)
-        generation = {"decoder_start_token_id": model.config.decoder_start_id, "eos_token_id": model.config.eos_id,
-                      "pad_token_id": model.config.pad_id}
+        weights, generation = hf_weights(model), hf_generation_config(model.config)
     else:
         weights = gpt_state_dict_to_hf(model)
         token_ids = {"bos_token_id": None, "eos_token_id": None, **token_ids}  # not GPT-2's 50256: none it lacks

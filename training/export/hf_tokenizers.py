@@ -14,6 +14,12 @@
 - Character vocabulary: one token per character, PAD ``□`` and MASK ``⁇`` as the vocabulary has them. A character
   outside it becomes MASK (also the ``unk_token``), where c4prep's encoding refuses it: the vocabulary has no UNK.
 
+A GPT's tokenizers decode every word with the space before it, the first word's too (as GPT-2's byte-level one
+does), so decoding ids in parts and joining the texts gives the text of all of them: transformers 5.x's
+text-generation pipeline appends the new ids' text to the prompt (4.x cut the prompt's decoded length off the whole
+text), and SentencePiece's decoding, which drops the first word's space, ran the continuation into the prompt
+("The city ofof"). A T5's decodes as SentencePiece does: its outputs are decoded alone.
+
 Every tokenizer returns ``input_ids`` and ``attention_mask`` alone: transformers 4.x's ``PreTrainedTokenizerFast``
 also returned ``token_type_ids``, which ``GPT2LMHeadModel`` adds as embeddings (of id 0) to every position.
 """
@@ -75,8 +81,9 @@ def _message(buf: bytes, number: int) -> dict[int, Any]:
     return dict(_fields(found[-1])) if found else {}
 
 
-def sentencepiece_tokenizer(vocab: SentencePieceVocabulary, append_eos: bool) -> Any:
-    """A ``tokenizers.Tokenizer`` giving ``vocab.encode`` ids (+ EOS when ``append_eos``); sentinels are special."""
+def sentencepiece_tokenizer(vocab: SentencePieceVocabulary, family: str) -> Any:
+    """A ``tokenizers.Tokenizer`` giving ``vocab.encode`` ids, sentinels special: a ``t5`` one appends EOS and drops
+    the first word's space in decoding, as SentencePiece does; a ``gpt`` one appends nothing and keeps it."""
     from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import Unigram
 
@@ -100,9 +107,9 @@ def sentencepiece_tokenizer(vocab: SentencePieceVocabulary, append_eos: bool) ->
     metaspace = dict(replacement="▁", prepend_scheme="always", split=True)
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
                                                        pre_tokenizers.Metaspace(**metaspace)])
-    tokenizer.decoder = decoders.Metaspace(**metaspace)
+    tokenizer.decoder = decoders.Metaspace(**{**metaspace, "prepend_scheme": "always" if family == "t5" else "never"})
     tokenizer.add_special_tokens([scores[i][0] for i in (vocab.pad_id, vocab.eos_id, vocab.unk_id)] + sentinels)
-    if append_eos:
+    if family == "t5":
         eos = scores[vocab.eos_id][0]
         tokenizer.post_processor = processors.TemplateProcessing(
             single=["$A", eos], pair=["$A", eos, "$B", eos], special_tokens=[(eos, vocab.eos_id)])
@@ -110,8 +117,9 @@ def sentencepiece_tokenizer(vocab: SentencePieceVocabulary, append_eos: bool) ->
 
 
 def word_tokenizer(vocab: WordVocabulary) -> Any:
-    """Whitespace words over the word vocabulary's ids, BOS prepended (rows are ``[BOS] words [EOS]``)."""
-    from tokenizers import Tokenizer, pre_tokenizers, processors
+    """Whitespace words over the word vocabulary's ids, BOS prepended (rows are ``[BOS] words [EOS]``); each word
+    decodes with a space before it."""
+    from tokenizers import Regex, Tokenizer, decoders, pre_tokenizers, processors
     from tokenizers.models import WordLevel
 
     specials = list(WORD_SPECIALS.values())
@@ -121,6 +129,7 @@ def word_tokenizer(vocab: WordVocabulary) -> Any:
     ids = {token: i for i, token in enumerate([*specials, *vocab.words])}
     tokenizer = Tokenizer(WordLevel(ids, unk_token=UNK_WORD))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.Replace(Regex("^"), " ")
     tokenizer.add_special_tokens(specials)
     bos = WORD_SPECIALS["bos_token"]
     tokenizer.post_processor = processors.TemplateProcessing(
@@ -146,7 +155,7 @@ def write_tokenizer(vocab: Any, folder: Path, family: str, max_length: int | Non
     (``bos_token_id``, ``eos_token_id``, ``pad_token_id``) the model's configs name."""
     config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", "model_input_names": MODEL_INPUT_NAMES}
     if isinstance(vocab, SentencePieceVocabulary):
-        tokenizer = sentencepiece_tokenizer(vocab, append_eos=family == "t5")
+        tokenizer = sentencepiece_tokenizer(vocab, family)
         specials: dict[str, Any] = {name: tokenizer.id_to_token(i) for name, i in (
             ("eos_token", vocab.eos_id), ("unk_token", vocab.unk_id), ("pad_token", vocab.pad_id))}
         specials["additional_special_tokens"] = [f"<extra_id_{k}>" for k in range(vocab.extra_ids)]

@@ -9,7 +9,8 @@ Decisions worth knowing:
 - The embedding (and the untied ``lm_head``) has ``padded_vocab_size`` rows: ``vocab_size`` rounded up to a multiple
   of 128, as MTF's ``vocab_divisor`` gives 32,128 rows for the 32,100-id vocabulary (32,000 pieces + 100 sentinels).
   Logits are returned over all padded rows, unmasked, exactly as MTF and the released checkpoints compute them; the
-  extra rows are never targets. ``generate`` takes the argmax over them too, as HF does.
+  extra rows are never targets and no token: ``generate`` chooses among the ``vocab_size`` real ids alone, as HF
+  does with the ``suppress_tokens`` that :func:`.t5_hf.hf_generation_config` gives the export.
 - The untied v1.1 ``lm_head`` is initialised with std d_model^-0.5 (MTF's dense-layer default), not HF's 1.0 (nanoT5
   issue #25). Every other init follows HF ``_init_weights``.
 - ``attention_impl``: ``dense`` adds the bias and masks as one float tensor (SDPA on GPU, written out on CPU);
@@ -306,12 +307,11 @@ class T5(nn.Module):
     @torch.no_grad()
     def generate(self, encoder_input_tokens: Tensor, max_length: int, temperature: float = 1.0,
                  top_k: int | None = None, greedy: bool = True, generator: torch.Generator | None = None) -> Tensor:
-        """Decoding of at most ``max_length`` tokens per row (start token not included): greedy (the argmax over
-        the padded vocabulary, as HF), or sampled at ``temperature`` from the ``top_k`` most likely of the
-        ``vocab_size`` real ids. A row ends at its EOS and is padded with ``pad_id`` after it; decoding stops once
-        every row has ended. Each step runs the newest token alone through the decoder, against the keys and values
-        its attention layers cached (dense attention also for ``attention_impl=flex``). Call ``eval()`` first to
-        switch dropout off."""
+        """Decoding of at most ``max_length`` tokens per row (start token not included) among the ``vocab_size``
+        real ids (never a padding row): greedy, or sampled at ``temperature`` from the ``top_k`` most likely. A row
+        ends at its EOS and is padded with ``pad_id`` after it; decoding stops once every row has ended. Each step
+        runs the newest token alone through the decoder, against the keys and values its attention layers cached
+        (dense attention also for ``attention_impl=flex``). Call ``eval()`` first to switch dropout off."""
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         config, device = self.config, encoder_input_tokens.device
@@ -327,9 +327,9 @@ class T5(nn.Module):
         for step in range(max_length):
             states = self.decoder(self.shared(tokens[:, -1:]), self_biases[:, :, step:step + 1], encoded, cross_bias,
                                   caches, torch.full_like(tokens[:, :1], step))
-            logits = self._logits(states)[:, -1]
+            logits = self._logits(states)[:, -1, :config.vocab_size]
             if not greedy:
-                logits = logits[:, :config.vocab_size].float() / temperature
+                logits = logits.float() / temperature
             step_ids = next_token(logits, top_k, greedy, generator).masked_fill(done, config.pad_id)
             tokens = torch.cat([tokens, step_ids[:, None]], dim=1)
             done |= step_ids == config.eos_id

@@ -39,6 +39,13 @@ def hf_config(config: T5Config) -> dict:
         pad_token_id=config.pad_id, eos_token_id=config.eos_id, decoder_start_token_id=config.decoder_start_id)
 
 
+def hf_generation_config(config: T5Config) -> dict[str, Any]:
+    """``GenerationConfig`` fields for the same model: its start, EOS and PAD ids, and its embedding's padding rows
+    (ids ``vocab_size`` and up, no token) suppressed, as :meth:`T5.generate` never chooses them."""
+    return {"decoder_start_token_id": config.decoder_start_id, "eos_token_id": config.eos_id,
+            "pad_token_id": config.pad_id, "suppress_tokens": list(range(config.vocab_size, config.padded_vocab_size))}
+
+
 def t5_config_from_hf(settings: dict[str, Any], vocab_size: int | None = None) -> T5Config:
     """Our config for an HF T5 ``config.json`` written by transformers 4.x or 5.x (``scale_decoder_outputs``, when
     present, is 5.x's record of the v1.0 layout); ``vocab_size``: the real ids (default: HF's rows)."""
@@ -98,17 +105,20 @@ def to_hf_state_dict(model: T5) -> dict[str, Tensor]:
 
 
 def hf_model(model: T5, **settings: Any) -> Any:
-    """An HF ``T5ForConditionalGeneration`` (eval mode) computing what ``model`` computes, in transformers 4.x and
-    5.x: built through ``from_pretrained``, which leaves a v1.1 head untied (see the module docstring), from a copy
-    of the weights (transformers 4.x keeps the tensors it is given: training one model would move the other's).
-    ``settings``: more ``T5Config`` fields (``attn_implementation``)."""
+    """An HF ``T5ForConditionalGeneration`` (eval mode) computing and generating what ``model`` does, in
+    transformers 4.x and 5.x: built through ``from_pretrained``, which leaves a v1.1 head untied (see the module
+    docstring), from a copy of the weights (transformers 4.x keeps the tensors it is given: training one model would
+    move the other's), with :func:`hf_generation_config`. ``settings``: more ``T5Config`` fields
+    (``attn_implementation``)."""
     import transformers
 
     config = transformers.T5Config(**hf_config(model.config), **settings)
     state = to_hf_state_dict(model)
     copies = {id(tensor): tensor.clone() for tensor in state.values()}  # one copy per tensor, aliases kept
-    return transformers.T5ForConditionalGeneration.from_pretrained(
+    hf = transformers.T5ForConditionalGeneration.from_pretrained(
         None, config=config, state_dict={name: copies[id(tensor)] for name, tensor in state.items()}).eval()
+    hf.generation_config.update(**hf_generation_config(model.config))
+    return hf
 
 
 def from_hf_state_dict(config: T5Config, hf_state_dict: dict[str, Tensor]) -> T5:

@@ -196,7 +196,7 @@ def score_task(model: nn.Module, task: TaskData, vocab: SentencePieceVocabulary,
     for first in range(0, len(mine), batch_size):
         inputs = collate_rows([rows[i] for i in mine[first:first + batch_size]])["encoder_input_tokens"]
         decoded = model.generate(inputs.to(ctx.device), max_length=max_length).cpu().tolist()
-        predictions += [vocab.decode([t for t in ids if vocab.eos_id < t < vocab.vocab_size]) for ids in decoded]
+        predictions += [vocab.decode(ids) for ids in decoded]
     ordered = gather_in_item_order(mine, predictions, ctx.env)
     metrics["exact_match"] = exact_match([p.strip() for p in ordered], [t.strip() for t in task.validation_targets])
     return metrics

@@ -207,8 +207,7 @@ def _complete(model: torch.nn.Module, prompts: list[list[int]], vocab: PromptVoc
     inputs = torch.tensor([row + [model.config.pad_id] * (width - len(row)) for row in rows], device=ctx.device)
     with autocast(ctx.device, ctx.settings.precision):
         samples = model.generate(inputs, settings.max_tokens, **options)
-    # greedy decoding may pick one of T5's padding ids (never a target, so only an untrained model does): no text
-    return [vocab.decode([i for i in sample.tolist() if i < vocab.vocab_size]) for sample in samples]
+    return [vocab.decode(sample.tolist()) for sample in samples]
 
 
 def _continuation(vocab: PromptVocabulary, prompt: list[int], sample: list[int]) -> str:
