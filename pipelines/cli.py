@@ -67,8 +67,8 @@ def _parse_num_shards(value: str) -> int | None:
 @click.option("--allow-empty", is_flag=True,
               help="Publish an empty corpus (by default a run that keeps no page refuses and leaves the output).")
 @click.option("--allow-damaged", is_flag=True,
-              help="Replace the output even when this run skipped bad input and read less than the run that made "
-                   "it (by default refused: the output stays as it was).")
+              help="Replace the output even when this run read less than the run that made it: more bad input, or "
+                   "fewer pages from the same input (by default refused: the output stays as it was).")
 @click.option(ALLOW_FLAG, "allow_other_settings", is_flag=True,
               help="Replace a corpus made with other inputs, --num-shards, --format or variant settings (by default "
                    "refused: the output stays as it was, for the vocabulary and token shards made from it).")

@@ -53,8 +53,8 @@ class EmptyRunError(InputError):
 
 
 class DamagedRunError(InputError):
-    """A run skipped bad input and read less than the one that made the output it would replace: it refuses to
-    publish over it unless `allow_damaged` (message says why)."""
+    """A run read less than the one that made the output it would replace (more bad input, or fewer pages from the same
+    input): it refuses to publish over it unless `allow_damaged` (message says why)."""
 
 
 class DataLossError(RuntimeError):
@@ -162,12 +162,13 @@ def check_publishable(funnel: Funnel, config: RunConfig) -> None:
                         "Check --input, or pass --allow-empty to publish an empty corpus")
 
 
-def check_no_more_damage(funnel: Funnel, config: RunConfig) -> None:
-    """A :class:`DamagedRunError` when the run skipped bad input and read less than the run that made the output it
-    would replace (more problems, or fewer pages: a cut download is one problem however much it loses), unless
-    `allow_damaged`: a damaged copy of the input would replace a corpus made from an intact one."""
-    skipped = sum(funnel.input_problems.values())
-    if not skipped or config.allow_damaged:
+def check_no_more_damage(funnel: Funnel, config: RunConfig, listing: str | None) -> None:
+    """A :class:`DamagedRunError`, unless `allow_damaged`, when the run read less than the run that made the output
+    it would replace: it skipped bad input and more problems or fewer pages (a cut download is one problem however
+    much it loses), or it read fewer pages from the same input (a file gone from an --input folder, a file cut
+    exactly between gzip members, which reads as intact): a damaged copy of the input would replace a corpus made
+    from an intact one. ``listing`` is this run's :func:`listing_sha256`."""
+    if config.allow_damaged:
         return
     try:
         published = read_manifest(config.output)
@@ -175,15 +176,27 @@ def check_no_more_damage(funnel: Funnel, config: RunConfig) -> None:
         return
     made_by = published.extra.get("funnel", {})
     before, pages_before = sum(made_by.get("input_problems", {}).values()), made_by.get("pages_in", 0)
-    if skipped <= before and funnel.pages_in >= pages_before:
-        return
+    skipped = sum(funnel.input_problems.values())
+    if skipped:
+        if skipped <= before and funnel.pages_in >= pages_before:
+            return
+        read = f"skipped bad input ({input_problem_counts(funnel)}; the log above names each) and read"
+        made = f"skipped {before or 'none'} and read"
+        fix = "Replace the damaged input"
+    else:
+        wanted = _settings({**asdict(config), LISTING_FIELD: listing})
+        same_input = _input_settings(_recorded_settings(published.config, config, listing)) == _input_settings(wanted)
+        if funnel.pages_in >= pages_before or not same_input:
+            return
+        files_before = made_by.get("input_files", 0)
+        read = f"read {input_files_text(funnel)} with no bad input, but"
+        made = f"from the same input ({files_before:,} file{'' if files_before == 1 else 's'}) read"
+        fix = "Restore the input (a file gone or cut short?)"
     documents = sum(split.num_rows for split in published.splits.values())
     raise DamagedRunError(
-        f"the run skipped bad input ({input_problem_counts(funnel)}; the log above names each) and read "
-        f"{funnel.pages_in:,} pages, where the run that made {config.output} skipped {before or 'none'} and read "
-        f"{pages_before:,}: it kept {funnel.pages_out:,} documents, the output holds {documents:,}, so it did not "
-        f"replace it: {config.output} is unchanged. Replace the damaged input, give another --output, or pass "
-        "--allow-damaged to publish over it")
+        f"the run {read} {funnel.pages_in:,} pages, where the run that made {config.output} {made} {pages_before:,}: "
+        f"it kept {funnel.pages_out:,} documents, the output holds {documents:,}, so it did not replace it: "
+        f"{config.output} is unchanged. {fix}, give another --output, or pass --allow-damaged to publish over it")
 
 
 _VARIANT_OPTIONS = {"name": "--variant", "dedup": "--dedup", "near_dedup": "--near-dedup",
@@ -242,18 +255,25 @@ def check_replaceable(config: RunConfig, listing: str | None) -> None:
     ``config.allow_other_settings``; ``listing`` is this run's :func:`listing_sha256`."""
     if config.allow_other_settings:
         return
-    wanted = {**asdict(config), LISTING_FIELD: listing}
+    check_published_settings(config.output, "a corpus",
+                             lambda published: _recorded_settings(published.config, config, listing),
+                             _settings({**asdict(config), LISTING_FIELD: listing}))
 
-    def recorded(published: Manifest) -> Settings:
-        made = published.config
-        if _inputs_recorded_as_given(made):  # relative to a folder it does not name: not compared
-            made = {**made, "inputs": wanted["inputs"], "path_list": wanted["path_list"]}
-        # a list recorded before lists were recorded by hash: compared by its path
-        if not made.get(LISTING_FIELD) and made.get("path_list") == config.path_list:
-            made = {**made, LISTING_FIELD: listing}
-        return _settings(made)
 
-    check_published_settings(config.output, "a corpus", recorded, _settings(wanted))
+def _recorded_settings(made: dict[str, Any], config: RunConfig, listing: str | None) -> Settings:
+    """The settings a published corpus's manifest ``config`` recorded, as this run's compare with them: inputs
+    recorded relative to a folder the manifest does not name are taken as this run's, a list recorded before lists
+    were recorded by hash is compared by its path."""
+    if _inputs_recorded_as_given(made):
+        made = {**made, "inputs": config.inputs, "path_list": config.path_list}
+    if not made.get(LISTING_FIELD) and made.get("path_list") == config.path_list:
+        made = {**made, LISTING_FIELD: listing}
+    return _settings(made)
+
+
+def _input_settings(settings: Settings) -> Settings:
+    """The settings that name the input: --input, --input-list and --input-prefix."""
+    return [(option, value) for option, value in settings if option.startswith("--input")]
 
 
 def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: str,
@@ -343,7 +363,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
             counters = run_to_completion(pipeline, options, progress)
             funnel = build_funnel(counters)
             check_publishable(funnel, config)
-            check_no_more_damage(funnel, config)
+            check_no_more_damage(funnel, config, listing)
             infos = complete_empty_shards(staging.uri, staging.shard_infos(), config.format)
             manifest = build_manifest(
                 DOCUMENT_SCHEMA,

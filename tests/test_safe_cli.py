@@ -266,12 +266,7 @@ def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published
     shutil.copytree(published, output)
     before = _snapshot(output)
     data = (webdata / SAMPLE_NAME).read_bytes()
-    ends, offset = [], 0
-    while len(ends) < 20:
-        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        member.decompress(data[offset:])
-        offset = len(data) - len(member.unused_data)
-        ends.append(offset)
+    ends = _member_ends(data, 20)
     cut = tmp_path / "cut.warc.wet.gz"
     cut.write_bytes(data[: ends[-1] + 50])
     run_cut = ("run", "--input", str(cut), "--output", str(output), "--num-shards", "2", "--allow-other-settings")
@@ -290,6 +285,46 @@ def test_a_run_that_skipped_more_bad_input_does_not_replace_the_output(published
                                    "--allow-other-settings"))
     assert "skipped bad input (1 corrupt_gzip; the log above names each) and read 10 pages, where the run that " \
            f"made {output} skipped 1 and read 20:" in line
+
+
+def _member_ends(data: bytes, count: int) -> list[int]:
+    """The offsets where the first ``count`` gzip members of ``data`` end."""
+    ends, offset = [], 0
+    while len(ends) < count:
+        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        member.decompress(data[offset:])
+        offset = len(data) - len(member.unused_data)
+        ends.append(offset)
+    return ends
+
+
+def test_a_run_that_read_fewer_pages_from_the_same_input_does_not_replace_the_output(webdata, tmp_path):
+    """A file of the --input folder cut exactly between two gzip members reads as intact: the run read 20 of the 335
+    pages with no bad input and replaced the corpus. Refused now, unless --allow-damaged; a run of other input
+    (--allow-other-settings) may read fewer pages."""
+    crawl, output = tmp_path / "crawl", tmp_path / "en"
+    crawl.mkdir()
+    data = (webdata / SAMPLE_NAME).read_bytes()
+    (crawl / SAMPLE_NAME).write_bytes(data)
+    run = ("run", "--input", str(crawl), "--output", str(output), "--num-shards", "2")
+    assert _invoke(*run).exit_code == 0
+    before = _snapshot(output)
+    (crawl / SAMPLE_NAME).write_bytes(data[: _member_ends(data, 20)[-1]])
+    line = _one_line_error(_invoke(*run))
+    assert line == (f"Error: the run read 1 input file with no bad input, but 20 pages, where the run that made "
+                    f"{output} from the same input (1 file) read 335: it kept 10 documents, the output holds 84, so "
+                    f"it did not replace it: {output} is unchanged. Restore the input (a file gone or cut short?), "
+                    "give another --output, or pass --allow-damaged to publish over it")
+    assert _snapshot(output) == before
+    assert _invoke(*run, "--allow-damaged").exit_code == 0
+    assert sum(split.num_rows for split in read_manifest(str(output)).splits.values()) == 10
+    (crawl / SAMPLE_NAME).write_bytes(data)
+    assert _invoke(*run).exit_code == 0
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / SAMPLE_NAME).write_bytes(data[: _member_ends(data, 20)[-1]])
+    assert _invoke("run", "--input", str(other), "--output", str(output), "--num-shards", "2",
+                   "--allow-other-settings").exit_code == 0
 
 
 def test_allow_empty_publishes_an_empty_corpus(tmp_path, monkeypatch):
