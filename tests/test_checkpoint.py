@@ -3,7 +3,13 @@ import pytest
 import torch
 from torch import nn
 
-from c4prep.training.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+from c4prep.training.checkpoint import (
+    CheckpointError,
+    latest_checkpoint,
+    load_checkpoint,
+    resolve_checkpoint,
+    save_checkpoint,
+)
 from c4prep.training.config import load_config
 from c4prep.training.distributed import DistEnv
 from c4prep.training.optim import OPTIMIZERS, build_optimizer
@@ -82,6 +88,14 @@ def test_latest_checkpoint_without_its_pointer_is_the_newest_step_file(tmp_path)
     (folder / "latest").unlink()
     assert latest_checkpoint(tmp_path) == folder / "step_00000004.pt"
     assert latest_checkpoint(tmp_path / "elsewhere") is None
+
+
+def test_a_runs_latest_pointer_names_its_latest_checkpoint(tmp_path):
+    """init_from=<run>/checkpoints/latest was read as a checkpoint (an IndexError in the unpickler)."""
+    for step in (2, 4):
+        save_checkpoint(tmp_path, step, {"step": step, "model": {}, "model_spec": {"name": "t5"}}, keep=3)
+    assert resolve_checkpoint(tmp_path / "checkpoints" / "latest") == tmp_path / "checkpoints" / "step_00000004.pt"
+    assert load_checkpoint(tmp_path / "checkpoints" / "latest")["step"] == 4
 
 
 def test_a_checkpoint_whose_name_gives_another_step_is_refused(tmp_path):

@@ -113,6 +113,20 @@ def test_a_damaged_or_foreign_checkpoint_is_one_line(tmp_path, capsys, damage):
     assert err.startswith(f"train: error: {checkpoint} is not a c4prep checkpoint"), err
 
 
+def test_a_file_of_the_users_is_not_a_checkpoint_to_delete_and_a_runs_damaged_one_is(sample_tokens, tmp_path, capsys):
+    """A token shard or a text as init_from was 'not a c4prep checkpoint or is damaged ... or delete it'."""
+    shard = next(sample_tokens.glob("data-*/train-*"))
+    assert main(["stage=evaluate", f"init_from={shard}", f"output_dir={tmp_path / 'run'}", *TINY]) == 2
+    assert one_line_error(capsys) == (f"train: error: {shard} is not a c4prep checkpoint (UnpicklingError while "
+                                      "reading it): pass a run folder or a step_*.pt file that `train` wrote")
+    checkpoint = tmp_path / "run" / "checkpoints" / "step_00000003.pt"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_text("step: 3\n")
+    assert main(["stage=evaluate", f"init_from={tmp_path / 'run'}", f"output_dir={tmp_path / 'eval'}", *TINY]) == 2
+    assert one_line_error(capsys).endswith(f"delete it, and {checkpoint.parent / 'latest'} if it names it, to resume "
+                                           "from an older one")
+
+
 def test_a_changed_byte_in_a_checkpoints_weights_is_one_line(tmp_path, capsys):
     """torch.load does not check the CRC-32 of the zip entries it reads: the changed weight loaded."""
     checkpoint = tmp_path / "step_00000003.pt"
@@ -404,6 +418,7 @@ def test_token_shards_without_sentinels_and_a_model_too_big_for_memory_are_one_l
 
 @pytest.mark.parametrize("overrides, message", [
     (["seed=-1"], "seed must be >= 0, got -1"),
+    (["experiment=shakespeare_char", "trainer.max_steps=abc"], "trainer.max_steps='abc' must be of type int"),
     (["z_loss=-0.1"], "z_loss must be >= 0, got -0.1"),
     (["evaluate.iw_samples=0"], "evaluate.iw_samples must be >= 1, got 0"),
     (["data=text_to_text", "data.inputs_length=0"], "data.inputs_length must be >= 1, got 0"),
@@ -411,7 +426,7 @@ def test_token_shards_without_sentinels_and_a_model_too_big_for_memory_are_one_l
      "data.classifier_dropout must be in [0, 1), got 2.0"),
     (["data=yelp_sentiment", "data.vocab=v", "data.lm_weight=-1"], "data.lm_weight must be >= 0, got -1.0"),
 ])
-def test_a_value_out_of_its_range_is_refused_before_anything_runs(overrides, message):
+def test_a_value_out_of_its_range_or_of_another_type_is_refused_before_anything_runs(overrides, message):
     with pytest.raises(TrainConfigError) as refused:
         load_config(overrides)
     assert str(refused.value) == message

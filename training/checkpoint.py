@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+CHECKPOINTS = "checkpoints"  # a run folder's folder of step files and `latest`
 LATEST = "latest"
 RUN_FILES_FIELD = "run_files"  # file name -> SHA-256, of the run folder's files that say what its ids mean
 REQUIRED_FIELDS = {"step": int, "model": dict, "model_spec": dict}  # in every checkpoint of `train`; stages read them
@@ -38,7 +39,7 @@ class CheckpointError(ValueError):
 
 
 def checkpoint_dir(run_dir: str | Path) -> Path:
-    return Path(run_dir) / "checkpoints"
+    return Path(run_dir) / CHECKPOINTS
 
 
 def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep: int) -> Path:
@@ -78,8 +79,10 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint file, or a run folder (its latest checkpoint)."""
+    """A checkpoint file, or a run folder or its ``checkpoints/latest`` (the latest checkpoint)."""
     path = Path(path)
+    if path.is_file() and path.name == LATEST and path.parent.name == CHECKPOINTS:
+        path = path.parent.parent
     if path.is_file():
         return path
     if path.is_dir():
@@ -121,8 +124,13 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 
 def _damaged(path: Path, error: Exception) -> str:
-    return (f"{path} is not a c4prep checkpoint or is damaged ({type(error).__name__} while reading it); pass a "
-            "step_*.pt file that `train` wrote, or delete it to resume from an older one")
+    """What to do about a file that does not load: delete a run's checkpoint (the run resumes from an older one),
+    never a file of the user's (a token shard or a text given as ``init_from``)."""
+    reading = f"{type(error).__name__} while reading it"
+    if _STEP_FILE.match(path.name) and path.parent.name == CHECKPOINTS:
+        return (f"{path} is not a c4prep checkpoint or is damaged ({reading}): delete it, and {path.parent / LATEST} "
+                "if it names it, to resume from an older one")
+    return f"{path} is not a c4prep checkpoint ({reading}): pass a run folder or a step_*.pt file that `train` wrote"
 
 
 def file_sha256(path: Path) -> str:
@@ -133,7 +141,7 @@ def _check_run_files(path: Path, recorded: dict[str, str]) -> None:
     """A :class:`CheckpointError` when a file of the run folder of checkpoint ``path`` is not the one whose SHA-256
     it ``recorded``: its ids would mean other characters, words or pieces. A file that is not there is left to the
     stage that reads it."""
-    folder = path.parents[1] if path.parent.name == "checkpoints" else path.parent
+    folder = path.parents[1] if path.parent.name == CHECKPOINTS else path.parent
     for name, sha256 in sorted(recorded.items()):
         kept = folder / name
         if kept.is_file() and file_sha256(kept) != sha256:

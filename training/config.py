@@ -98,12 +98,14 @@ def _section_schema(cfg: DictConfig, parent: str) -> type | None:
     return section if dataclasses.is_dataclass(section) else None
 
 
-def _max_steps_fraction(fraction: float, *, _root_: DictConfig) -> int:
+def _max_steps_fraction(fraction: float, *, _root_: DictConfig) -> int | None:
     """``${max_steps_fraction:0.05}``: that fraction of ``trainer.max_steps``, rounded (a preset's warm-up that
-    shortens with the run)."""
+    shortens with the run); None where ``trainer.max_steps`` is no whole number, which the type check then names
+    (``trainer.max_steps=abc`` failed here, in a TypeError naming neither)."""
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"max_steps_fraction must be in [0, 1], got {fraction}")
-    return round(fraction * _root_.trainer.max_steps)
+    steps = _root_.trainer.max_steps
+    return round(fraction * steps) if isinstance(steps, int) else None
 
 
 OmegaConf.register_new_resolver("max_steps_fraction", _max_steps_fraction, replace=True)

@@ -23,7 +23,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from .checkpoint import CheckpointError, resolve_checkpoint
+from .checkpoint import CHECKPOINTS, CheckpointError, resolve_checkpoint
 from .config_errors import TrainConfigError
 
 RUN_STAGES = ("evaluate", "generate", "classify")
@@ -41,7 +41,7 @@ def trained_run_folder(init_from: str) -> Path:
     """The run folder of ``init_from``: the folder itself, or the run of a ``<run>/checkpoints/step_*.pt`` file
     (the folder of any other checkpoint file). A missing checkpoint is a one-line :class:`CheckpointError`."""
     checkpoint = resolve_checkpoint(init_from)
-    return checkpoint.parents[1] if checkpoint.parent.name == "checkpoints" else checkpoint.parent
+    return checkpoint.parents[1] if checkpoint.parent.name == CHECKPOINTS else checkpoint.parent
 
 
 def _given(overrides: Sequence[str]) -> set[str]:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..checkpoint import load_checkpoint
+from ..checkpoint import checkpoint_dir, load_checkpoint
 from ..models import build_model
 from ..models.gpt_hf import gpt_from_hf_directory
 from ..stages.model_setup import model_from_checkpoint
@@ -60,7 +60,7 @@ def backbone_source(init_from: str | None, model: nn.Module) -> str | None:
     if not init_from or not Path(init_from).is_dir() or (Path(init_from) / "config.json").is_file():
         return init_from
     frozen = {name.removeprefix("backbone."): tensor for name, tensor in split_state(model)[1].items()}
-    for checkpoint in sorted((Path(init_from) / "checkpoints").glob("step_*.pt"), reverse=True):
+    for checkpoint in sorted(checkpoint_dir(init_from).glob("step_*.pt"), reverse=True):
         weights = model_from_checkpoint(load_checkpoint(checkpoint)).state_dict()
         if all(name in weights and torch.equal(weights[name], tensor) for name, tensor in frozen.items()):
             return str(checkpoint)
