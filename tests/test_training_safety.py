@@ -304,6 +304,9 @@ def test_resume_settings_allow_what_only_runs_the_training_differently():
         ("model.d_model", None, 64), ("optimizer.lr", 1e-3, 0.5), ("trainer.global_batch_size", 8, 4)]
     assert resume_conflicts(recorded, {**recorded, "stage": "evaluate", "model": {"name": "gpt"}})[:2] == [
         ("stage", "pretrain", "evaluate"), ("model.name", "t5", "gpt")]
+    other_size = {**recorded, "model": {"name": "t5", "size": "t5_small", "bias": None}}  # the size, not a field
+    assert resume_conflicts({**recorded, "model": {**recorded["model"], "bias": False}}, other_size) == [
+        ("model.size", "t5_tiny", "t5_small"), ("model.bias", False, None)]
     assert resume_conflicts(recorded, {**recorded, "schedule": {"options": {"total_steps": 50}}}) == [
         ("schedule.options.total_steps", 100, 50)]  # no longer max_steps: the schedule itself changed
     started = {**recorded, "init_from": "runs/gpt"}  # the weights and vocabulary it started from, named in exports

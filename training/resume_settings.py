@@ -56,7 +56,7 @@ def resume_conflicts(recorded: Mapping[str, Any], current: Mapping[str, Any], un
     differing = [key for key in compared if key not in skipped and not key.startswith((*USING_STAGES, *unread))
                  and (not key.startswith(CHECKED_BY_FINGERPRINT) or key in SCORING_DATA_SETTINGS)
                  and _comparable(key, old.get(key)) != _comparable(key, new.get(key))]
-    kinds_first = sorted(differing, key=lambda key: (key != "stage", not key.endswith(".name"), key))
+    kinds_first = sorted(differing, key=lambda key: (key != "stage", not key.endswith((".name", ".size")), key))
     return [(key, old.get(key), new.get(key)) for key in kinds_first]
 
 
