@@ -188,10 +188,9 @@ def check_no_more_damage(funnel: Funnel, config: RunConfig, listing: str | None)
         same_input = _input_settings(_recorded_settings(published.config, config, listing)) == _input_settings(wanted)
         if funnel.pages_in >= pages_before or not same_input:
             return
-        files_before = made_by.get("input_files", 0)
-        read = f"read {input_files_text(funnel)} with no bad input, but"
-        made = f"from the same input ({files_before:,} file{'' if files_before == 1 else 's'}) read"
-        fix = "Restore the input (a file gone or cut short?)"
+        read, made = "found no bad input but read", "from the same input read"
+        fix = (f"Restore the input (input files: {funnel.input_files:,} now, {made_by.get('input_files', 0):,} then; a "
+               "file gone or cut short?)")
     documents = sum(split.num_rows for split in published.splits.values())
     raise DamagedRunError(
         f"the run {read} {funnel.pages_in:,} pages, where the run that made {config.output} {made} {pages_before:,}: "

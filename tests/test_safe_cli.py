@@ -311,9 +311,9 @@ def test_a_run_that_read_fewer_pages_from_the_same_input_does_not_replace_the_ou
     before = _snapshot(output)
     (crawl / SAMPLE_NAME).write_bytes(data[: _member_ends(data, 20)[-1]])
     line = _one_line_error(_invoke(*run))
-    assert line == (f"Error: the run read 1 input file with no bad input, but 20 pages, where the run that made "
-                    f"{output} from the same input (1 file) read 335: it kept 10 documents, the output holds 84, so "
-                    f"it did not replace it: {output} is unchanged. Restore the input (a file gone or cut short?), "
+    assert line == (f"Error: the run found no bad input but read 20 pages, where the run that made {output} from the "
+                    f"same input read 335: it kept 10 documents, the output holds 84, so it did not replace it: "
+                    f"{output} is unchanged. Restore the input (input files: 1 now, 1 then; a file gone or cut short?), "
                     "give another --output, or pass --allow-damaged to publish over it")
     assert _snapshot(output) == before
     assert _invoke(*run, "--allow-damaged").exit_code == 0
