@@ -12,7 +12,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 INTERRUPTED_EXIT_CODE = 128 + signal.SIGINT
 STOPPED = ("stopped before finishing; run the command again (it cleans up what this run left, and a published output "
            "is replaced only by a complete one)")
-TRAINING_STOPPED = "run the same command again: a training stage resumes from its run folder's latest checkpoint"
+TRAINING_STOPPED = ("run the same command again, without resume=never: a training stage resumes from its run "
+                    "folder's latest checkpoint")
 
 _stopped_by: list[int] = []
 

@@ -26,6 +26,7 @@ from c4prep.training.cli import main
 from c4prep.training.checkpoint import load_checkpoint, save_checkpoint
 from c4prep.training.config import TrainConfigError, load_config
 from c4prep.training.config_groups import model_settings
+from c4prep.training.config_runs import recorded_settings
 from c4prep.training.resume_settings import resume_conflicts
 
 # A t5_tiny pre-training run of one step on the sample tokens' train split.
@@ -471,11 +472,41 @@ def test_a_stop_is_one_line_and_the_same_command_resumes(sample_tokens, tmp_path
         assert job.wait(timeout=60) == 128 + stop
     outcome = "interrupted" if stop == signal.SIGINT else "terminated (SIGTERM)"
     assert "Traceback" not in err and err.strip().splitlines()[-1] == (
-        f"train: {outcome}: run the same command again: a training stage resumes from its run folder's latest "
-        "checkpoint")
+        f"train: {outcome}: run the same command again, without resume=never: a training stage resumes from its run "
+        "folder's latest checkpoint")
     step = load_checkpoint(tmp_path / "run")["step"]
     assert train(sample_tokens, tmp_path, "trainer.checkpoint_every=1", f"trainer.max_steps={step + 1}") == 0
     assert load_checkpoint(tmp_path / "run")["step"] == step + 1
+
+
+def test_starting_over_replaces_the_runs_checkpoints(sample_tokens, tmp_path):
+    """resume=never in a folder with a run at step 4 kept that run's step 3 and 4 (pruning keeps the highest steps)
+    and deleted the new run's checkpoints as they were written; `latest` then named a deleted file."""
+    keep = ["trainer.checkpoint_every=1", "trainer.keep_checkpoints=2"]
+    assert train(sample_tokens, tmp_path, *keep, "trainer.max_steps=4") == 0
+    assert train(sample_tokens, tmp_path, *keep, "trainer.max_steps=2", "resume=never", "seed=7") == 0
+    folder = tmp_path / "run" / "checkpoints"
+    assert sorted(path.name for path in folder.iterdir()) == ["latest", "step_00000001.pt", "step_00000002.pt"]
+    assert load_checkpoint(tmp_path / "run")["settings"]["seed"] == 7
+    assert recorded_settings(tmp_path / "run")["seed"] == 7
+    steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert max(steps) == 2
+    assert train(sample_tokens, tmp_path, *keep, "trainer.max_steps=3", "seed=7") == 0  # it resumes as any run
+    assert load_checkpoint(tmp_path / "run")["step"] == 3
+
+
+@pytest.mark.parametrize("refused", ["optimizer.lr=-1", "trainer.global_batch_size=6"])
+def test_a_refused_start_over_leaves_the_run_as_it_was(sample_tokens, tmp_path, refused, capsys):
+    """Refused after the run folder was set up, resume=never had recorded its settings over the run's: config.yaml
+    said lr -1 beside checkpoints trained at the preset's lr, and neither resumed."""
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=2") == 0
+    before = {path.name: path.read_bytes() for path in (tmp_path / "run").rglob("*") if path.is_file()}
+    capsys.readouterr()
+    assert train(sample_tokens, tmp_path, "resume=never", refused) == 2
+    one_line_error(capsys)
+    assert {path.name: path.read_bytes() for path in (tmp_path / "run").rglob("*") if path.is_file()} == before
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=3") == 0
+    assert load_checkpoint(tmp_path / "run")["step"] == 3
 
 
 def test_a_checkpoint_without_its_runs_config_names_what_is_missing(sample_tokens, tmp_path, capsys):

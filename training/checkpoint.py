@@ -58,6 +58,23 @@ def save_checkpoint(run_dir: str | Path, step: int, state: dict[str, Any], keep:
     return path
 
 
+def holds_checkpoints(run_dir: str | Path) -> bool:
+    """Whether a run folder holds a step file or a ``latest`` pointer (neither is read)."""
+    folder = checkpoint_dir(run_dir)
+    return (folder / LATEST).is_file() or bool(_step_files(folder))
+
+
+def retire_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Delete a run folder's checkpoints, ``latest`` first (no pointer is left naming a deleted file); the step files
+    deleted, oldest first. For a run that starts over in the folder of another (``resume=never``)."""
+    folder = checkpoint_dir(run_dir)
+    (folder / LATEST).unlink(missing_ok=True)
+    retired = sorted(_step_files(folder))
+    for path in retired:
+        path.unlink()
+    return retired
+
+
 def _step_files(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if _STEP_FILE.match(p.name)] if folder.is_dir() else []
 

@@ -167,7 +167,7 @@ def run_finetune(cfg: TrainConfig) -> dict[str, Any]:
                       eval_batches=validation_batches if validation else None,
                       checkpoint_extra=checkpoint_record(cfg, spec, stream.fingerprint, {"mixing_rates": rates}),
                       grad_hook=GradualUnfreezing(model.unfreezing_groups(), unfreeze) if unfreeze else None)
-    restore(trainer, cfg, stream.fingerprint)
+    restore(trainer, ctx, stream.fingerprint)
     start = trainer.step
     history = trainer.fit()
     scores = {name: score_task(model, task, vocab, ctx, data.targets_length)

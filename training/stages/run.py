@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,15 @@ import torch
 
 from c4prep.shards import check_writable
 
-from ..checkpoint import RUN_FILES_FIELD, CheckpointError, file_sha256, latest_checkpoint, load_checkpoint
+from ..checkpoint import (
+    RUN_FILES_FIELD,
+    CheckpointError,
+    file_sha256,
+    holds_checkpoints,
+    latest_checkpoint,
+    load_checkpoint,
+    retire_checkpoints,
+)
 from ..config import settings_values, to_yaml
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig, TrainerConfig
@@ -42,13 +50,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RunContext:
-    """Where and how this process runs."""
+    """Where and how this process runs. ``starts_over``: ``resume=never`` in a folder that holds another run's
+    checkpoints, whose record (``config.yaml``, run files) is replaced only once the new run is built (`restore`),
+    so that a run refused before it starts leaves the other run as it was; ``run_files`` waits there till then."""
 
     cfg: TrainConfig
     settings: TrainerConfig
     env: DistEnv
     device: torch.device
     run_dir: Path
+    starts_over: bool = False
+    run_files: dict[str, str] = field(default_factory=dict)
 
 
 def start_run(cfg: TrainConfig) -> RunContext:
@@ -63,16 +75,17 @@ def start_run(cfg: TrainConfig) -> RunContext:
     resuming = cfg.resume != "never" and latest_checkpoint(run_dir) is not None
     if resuming:
         check_resumable_settings(run_dir, cfg)
+    starts_over = cfg.resume == "never" and holds_checkpoints(run_dir)
     if env.is_main:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
             check_writable(str(run_dir))  # a resume into a read-only folder failed writing its run files
-            if not resuming:  # a resumed run's settings replace its record once its checkpoint is loaded
+            if not (resuming or starts_over):  # theirs is recorded once the checkpoint is loaded or retired
                 record_settings(run_dir, cfg)
         except OSError as error:
             raise TrainConfigError(f"output_dir={run_dir} cannot be the run folder: {error.strerror or error} "
                                    f"({error.filename or run_dir}); give a folder that can be written") from None
-    return RunContext(cfg, settings, env, device, run_dir)
+    return RunContext(cfg, settings, env, device, run_dir, starts_over)
 
 
 def run_device(settings: TrainerConfig) -> torch.device:
@@ -156,20 +169,26 @@ def checkpoint_record(cfg: TrainConfig, model_spec: dict[str, Any], data_fingerp
     """What a stage's checkpoints hold beside the training state: the model spec, the data's fingerprint, the
     settings the run trains with, ``config`` (what the stages that use the run read, with the stage) and the SHA-256
     of the run files its folder keeps (:func:`keep_run_files`)."""
-    kept = {name: file_sha256(Path(cfg.output_dir) / name) for name in RUN_FILES
-            if (Path(cfg.output_dir) / name).is_file()}
     return {"model_spec": model_spec, "data_fingerprint": data_fingerprint, "settings": settings_values(cfg),
-            "config": config | {"stage": cfg.stage}, RUN_FILES_FIELD: kept}
+            "config": config | {"stage": cfg.stage}, RUN_FILES_FIELD: _kept_run_file_hashes(Path(cfg.output_dir))}
 
 
-def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
+def _kept_run_file_hashes(run_dir: Path) -> dict[str, str]:
+    return {name: file_sha256(run_dir / name) for name in RUN_FILES if (run_dir / name).is_file()}
+
+
+def restore(trainer: Trainer, ctx: RunContext, data_fingerprint: str) -> None:
     """Apply ``resume=auto|never|must``: continue from the run folder's latest checkpoint when asked and present.
     The checkpoint's settings (:func:`checkpoint_record`) are checked as :func:`start_run` checks ``config.yaml``:
     an edited ``config.yaml`` cannot make a resume take a new ``optimizer.lr``, which it would ignore."""
+    cfg = ctx.cfg
+    if cfg.resume == "never":
+        _start_over(trainer, ctx)
+        return
     found = latest_checkpoint(trainer.run_dir)
     if cfg.resume == "must" and found is None:
         raise CheckpointError(f"resume=must but {trainer.run_dir} has no checkpoint; use resume=auto to start fresh")
-    if found is None or cfg.resume == "never":
+    if found is None:
         trainer.logger.truncate_after(0)
         return
     state = load_checkpoint(found)
@@ -199,6 +218,26 @@ def restore(trainer: Trainer, cfg: TrainConfig, data_fingerprint: str) -> None:
         record_settings(trainer.run_dir, cfg)
     if trainer.env.is_main:
         log.info("resumed from %s at step %d", found, trainer.step)
+
+
+def _start_over(trainer: Trainer, ctx: RunContext) -> None:
+    """Begin at step 0, the run built: without the metrics of a run before in the folder, and, when it
+    ``starts_over`` another run's checkpoints, without them (pruning would keep their higher steps and delete this
+    run's), with this run's record and run files."""
+    trainer.logger.truncate_after(0)
+    if not (ctx.starts_over and ctx.env.is_main):
+        return
+    retired = retire_checkpoints(ctx.run_dir)
+    for name in RUN_FILES:  # the run before's that this one has not: they would say what its ids mean
+        if name in ctx.run_files:
+            (ctx.run_dir / name).write_text(ctx.run_files[name], encoding="utf-8")
+        else:
+            (ctx.run_dir / name).unlink(missing_ok=True)
+    trainer.checkpoint_extra[RUN_FILES_FIELD] = _kept_run_file_hashes(ctx.run_dir)
+    record_settings(ctx.run_dir, ctx.cfg)
+    if retired:
+        log.info("resume=never: removed the %d checkpoints of the run before in %s (up to %s)", len(retired),
+                 ctx.run_dir, retired[-1].name)
 
 
 def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSource, validation: RowSource | None,
@@ -233,7 +272,7 @@ def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSource, validat
     trainer = Trainer(settings, ctx.run_dir, model, batch_loss, optimizer, scheduler, train_batches, plan.grad_accum,
                       ctx.env, ctx.device, eval_batches=validation_batches if validation is not None else None,
                       checkpoint_extra=extra, rows_vary=pack_length is not None)
-    restore(trainer, cfg, stream.fingerprint)
+    restore(trainer, ctx, stream.fingerprint)
     return trainer
 
 
@@ -266,14 +305,17 @@ def check_run_files(init_from: str, run_files: dict[str, str]) -> None:
 
 
 def keep_run_files(ctx: RunContext, run_files: dict[str, str]) -> None:
-    """Write the files that say what the run's ids mean into its folder; a one-line error, before any is replaced,
-    when a run to resume there keeps other ones (its data's characters or words, or its vocabulary, changed)."""
+    """Write the files that say what the run's ids mean into its folder (a run that ``starts_over`` another: once it
+    starts); a one-line error, before any is replaced, when a run to resume there keeps other ones (its data's
+    characters or words, or its vocabulary, changed)."""
     resuming = ctx.cfg.resume != "never" and latest_checkpoint(ctx.run_dir) is not None
     differing = _differing_run_file(ctx.run_dir, run_files) if resuming else None
     if differing:
         raise TrainConfigError(f"{ctx.run_dir} holds a run whose {differing} differs from the one this data builds: "
                                "resume it on the data it trained on, or give a new output_dir")
-    if ctx.env.is_main:
+    if ctx.starts_over:
+        ctx.run_files.update(run_files)
+    elif ctx.env.is_main:
         for name, text in run_files.items():
             (ctx.run_dir / name).write_text(text, encoding="utf-8")
 
