@@ -98,6 +98,28 @@ def test_a5_finetune_without_pretraining_reports_accuracy(dev_questions, tmp_pat
     assert any(message.startswith("Correct: ") and "out of 24" in message for message in caplog.messages)
 
 
+def test_a5_answers_never_replace_an_input_or_a_runs_record(dev_questions, tmp_path, capsys):
+    """`data.predictions=` wrote over any file: the run's config.yaml (later stages ran without its settings) or
+    the questions it had just read. An earlier predictions file is replaced, as the handout's script does."""
+    run = tmp_path / "run"
+    assert main(["experiment=cs224n_a5_finetune", "trainer.max_steps=1", f"output_dir={run}", *A5_SMALL]) == 0
+    evaluate = ["experiment=cs224n_a5_finetune", "stage=evaluate", f"init_from={run}", f"data.evaluate={dev_questions}",
+                f"output_dir={tmp_path / 'evaluate'}", *QUIET]
+    for target, says in [(run / "config.yaml", "is a file a training run keeps"),
+                         (dev_questions, "is the file data.evaluate reads"), (run, "is a folder")]:
+        kept = target.read_bytes() if target.is_file() else None
+        capsys.readouterr()
+        assert main([*evaluate, f"data.predictions={target}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"data.predictions={target} {says}" in err
+        assert kept is None or target.read_bytes() == kept
+    assert not (tmp_path / "evaluate").exists()
+    earlier = tmp_path / "answers.txt"
+    earlier.write_text("London\n", encoding="utf-8")
+    assert main([*evaluate, f"data.predictions={earlier}"]) == 0
+    assert len(earlier.read_text(encoding="utf-8").splitlines()) == 24
+
+
 def test_a5_finetune_refuses_a_checkpoint_with_another_vocabulary(gpt_lm_run, tmp_path, capsys):
     assert main(["experiment=cs224n_a5_finetune", f"init_from={gpt_lm_run}", f"output_dir={tmp_path}",
                  *(setting for setting in A5_SMALL if not setting.startswith("+model."))]) == 2

@@ -16,17 +16,19 @@ from typing import Any
 
 import torch
 from ...batch_losses import DecoderLoss
-from ...checkpoint import CheckpointError, load_checkpoint
+from ...checkpoint import CHECKPOINTS, CheckpointError, load_checkpoint
 from ...config_errors import TrainConfigError
 from ...config_groups import TrainConfig
-from ...config_runs import trained_run_folder
+from ...config_runs import RUN_CONFIG, trained_run_folder
 from ...data.char_vocabulary import VOCABULARY_FILE, CharVocabError, CharVocabulary, kept_char_vocabulary
 from ...data.row_batches import RowSet, content_fingerprint
 from ...distributed import gather_in_item_order, rank_share
+from ...metrics_log import CSV_NAME, JSONL_NAME
 from ...models.gpt import GPT
 from ...stages.data_setup import TrainingData
 from ...stages.model_setup import check_model_settings, model_from_checkpoint, model_from_config, model_from_init
 from ...stages.run import (
+    RUN_FILES,
     RunContext,
     check_run_files,
     fit_summary,
@@ -142,8 +144,33 @@ def _run_characters(cfg: TrainConfig) -> CharVocabulary:
 
 
 def _questions(cfg: TrainConfig) -> list[tuple[str, str | None]] | None:
-    """The questions (and gold places) of ``data.evaluate``, read before training; None when it is not set."""
-    return _read_pairs(cfg.data.evaluate, "evaluate") if cfg.data.evaluate else None
+    """The questions (and gold places) of ``data.evaluate``, read (and where the answers go checked) before
+    training; None when it is not set."""
+    if not cfg.data.evaluate:
+        return None
+    questions = _read_pairs(cfg.data.evaluate, "evaluate")
+    _check_predictions_file(cfg)
+    return questions
+
+
+def _check_predictions_file(cfg: TrainConfig) -> None:
+    """A one-line error when ``data.predictions`` names a folder, a file this stage reads or a file of a run's
+    record (its ``config.yaml``, metrics, run files, checkpoints): the answers would replace it. An earlier
+    predictions file is replaced, as the handout's script does."""
+    data = cfg.data
+    target = Path(data.predictions) if data.predictions else None
+    if target is None or not target.exists():
+        return
+    if target.is_dir():
+        raise TrainConfigError(f"data.predictions={target} is a folder: give the file to write the answers to")
+    for setting in ("evaluate", "train", "corpus"):
+        read = getattr(data, setting)
+        if read and Path(read).exists() and target.samefile(read):
+            raise TrainConfigError(f"data.predictions={target} is the file data.{setting} reads, which the answers "
+                                   "would replace: give another file")
+    if target.name in (RUN_CONFIG, JSONL_NAME, CSV_NAME, *RUN_FILES) or target.parent.name == CHECKPOINTS:
+        raise TrainConfigError(f"data.predictions={target} is a file a training run keeps, which the answers would "
+                               "replace: give another file (the default is <output_dir>/predictions.txt)")
 
 
 @torch.no_grad()
