@@ -519,6 +519,21 @@ def test_a_checkpoint_without_its_runs_config_names_what_is_missing(sample_token
                                            "model= it trained with")
 
 
+def test_a_run_folder_holding_another_runs_checkpoint_says_so(sample_tokens, tmp_path, capsys):
+    """Its config.yaml gave the model settings, yet the line said to leave out the model settings (none were given)."""
+    assert train(sample_tokens, tmp_path) == 0
+    other = tmp_path / "other"
+    assert main([f"data.tokens={sample_tokens}", f"output_dir={other}", *TINY, "+model.d_ff=48"]) == 0
+    shutil.rmtree(tmp_path / "run" / "checkpoints")
+    shutil.copytree(other / "checkpoints", tmp_path / "run" / "checkpoints")
+    capsys.readouterr()
+    assert main(["stage=evaluate", f"init_from={tmp_path / 'run'}", f"data.tokens={sample_tokens}"]) == 2
+    assert one_line_error(capsys) == (
+        f"train: error: init_from={tmp_path / 'run'} holds a model with d_ff=48, but its run folder's config.yaml "
+        "records that of size='t5_tiny': the checkpoint is not the run's, or config.yaml was changed; restore "
+        "the run's files, or give the model settings it trained with")
+
+
 def test_a_resume_with_another_number_of_ranks_says_so(sample_tokens, tmp_path, capsys):
     """The cause was behind --debug: the line said the checkpoint did not fit and to start over."""
     assert train(sample_tokens, tmp_path) == 0

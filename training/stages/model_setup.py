@@ -9,7 +9,7 @@ import torch
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..config_errors import TrainConfigError
 from ..config_groups import MODEL_SCHEMAS, TrainConfig, model_settings
-from ..config_runs import REGULARISATION_FIELDS, RUN_CONFIG, trained_run_folder
+from ..config_runs import REGULARISATION_FIELDS, RUN_CONFIG, recorded_settings, trained_run_folder
 from ..data.token_rows import RowBuilder
 from ..data.decoder_rows import DecoderRowBuilder
 from ..models import build_model
@@ -58,7 +58,8 @@ def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> N
     folder records its model, which the stages take unless ``model=`` is given."""
     settings = model_settings(cfg.model)
     family, configured = checkpoint_spec.get("name"), settings.get("name")
-    recorded = (trained_run_folder(cfg.init_from) / RUN_CONFIG).is_file()
+    folder = trained_run_folder(cfg.init_from)
+    recorded = (folder / RUN_CONFIG).is_file()
     if configured != family and family in MODEL_SCHEMAS and recorded:
         raise TrainConfigError(f"init_from={cfg.init_from} is a {family} checkpoint, but the model settings give a "
                                f"{configured} model: the model comes from init_from, so leave out model= (the run's "
@@ -73,9 +74,22 @@ def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> N
             raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={held}, the model settings "
                                    f"give {given}, and its run folder has no {RUN_CONFIG} to take the run's from: give "
                                    "the model= it trained with")
+        if _is_the_record(settings, recorded_settings(folder).get("model")):  # no model setting was given
+            raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={held}, but its run folder's "
+                                   f"{RUN_CONFIG} records {given}: the checkpoint is not the run's, or {RUN_CONFIG} "
+                                   "was changed; restore the run's files, or give the model settings it trained with")
         raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={held}, the model settings give "
                                f"{given}: the model comes from init_from, so leave out the model settings (the run's "
                                "are used) or give the ones it trained with")
+
+
+def _is_the_record(settings: Mapping[str, Any], recorded_model: Any) -> bool:
+    """Whether model ``settings`` are those a run folder records (``recorded_model``, its ``model:`` section), as
+    the stages take them where none is given; the dropout a fine-tune sets aside."""
+    if not isinstance(recorded_model, Mapping):
+        return False
+    recorded = {name: value for name, value in recorded_model.items() if value is not None}
+    return not differing_fields(settings, recorded, ignored=REGULARISATION_FIELDS)
 
 
 def _shown(spec: Mapping[str, Any], key: str) -> str:
