@@ -138,6 +138,8 @@ def test_evaluate_stage_scores_a_checkpoint(sample_tokens, reference_run, tmp_pa
     (["stage=evaluate"], "stage=evaluate needs init_from="),
     (["objective=lm", "objective.inputs_length=0", "objective.targets_length=65"],
      "objective=lm gives no inputs (objective.inputs_length=0), which an encoder-decoder needs"),  # a traceback before
+    (["objective.inputs_length=0"], "objective.inputs_length=0 leaves the encoder no inputs: give "
+     "objective=span_corruption 1 or more (T5's is 512)"),  # it said objective=span_corruption gives no inputs
     (["+objective.params.vocab_size=50"], "objective.params.vocab_size comes from the token shards' vocabulary"),
     (["+objective.params.eos_id=5"], "objective.params.eos_id comes from the token shards' vocabulary"),  # trained
     (["+objective.params.mean_noise_span_lenght=3"], "bad objective settings: objective 'span_corruption' has no "
