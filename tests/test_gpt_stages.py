@@ -123,7 +123,7 @@ def test_a5_answers_never_replace_an_input_or_a_runs_record(dev_questions, tmp_p
 def test_a5_finetune_refuses_a_checkpoint_with_another_vocabulary(gpt_lm_run, tmp_path, capsys):
     assert main(["experiment=cs224n_a5_finetune", f"init_from={gpt_lm_run}", f"output_dir={tmp_path}",
                  *(setting for setting in A5_SMALL if not setting.startswith("+model."))]) == 2
-    assert "fine-tune with the pretraining corpus" in capsys.readouterr().err
+    assert "give a run pre-trained on the characters of data.corpus=" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("lm_weight", [0.5, 0.0])

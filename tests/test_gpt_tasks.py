@@ -235,6 +235,9 @@ def test_read_yelp_errors(shared_data, tmp_path):
     (tmp_path / "sentiment.dev.1").write_bytes(b"good .\n\xff bad .\n")  # was a UnicodeDecodeError traceback
     with pytest.raises(FinetuneDataError, match=r"sentiment\.dev\.1 is not UTF-8 text \(byte 7\)"):
         read_yelp(tmp_path, "dev")
+    (tmp_path / "sentiment.dev.1").write_text("")  # both empty: "no examples to sample from", naming no file
+    with pytest.raises(FinetuneDataError, match=r"sentiment\.dev\.1 is empty; the Yelp folder needs sentences"):
+        read_yelp(tmp_path, "dev")
 
 
 def test_balanced_sample(yelp_dev):

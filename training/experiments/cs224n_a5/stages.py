@@ -104,7 +104,8 @@ def run_a5_finetune(cfg: TrainConfig) -> dict[str, Any]:
     keep_run_files(ctx, _run_files(vocab))
     if cfg.init_from:
         model, spec = model_from_init(cfg, vocab.vocab_size,
-                                      f"fine-tune with the pretraining corpus (data.corpus={data.corpus})")
+                                      f"give a run pre-trained on the characters of data.corpus={data.corpus} "
+                                      "(experiment=cs224n_a5_pretrain), or set data.corpus to its corpus")
     else:
         log.info("no init_from: fine-tuning a randomly initialised model (the handout's no-pretraining run)")
         model, spec = model_from_config(cfg, vocab.vocab_size)

@@ -31,10 +31,13 @@ def read_yelp(folder: str | Path, split: str) -> list[tuple[str, int]]:
             raise FinetuneDataError(f"{path}: no such file; the Yelp folder needs sentiment.{split}.0 and .1")
         try:
             with path.open(encoding="utf-8") as lines:
-                examples.extend((line.rstrip("\r\n"), label) for line in lines)
+                sentences = [(line.rstrip("\r\n"), label) for line in lines]
         except UnicodeDecodeError as error:
             raise FinetuneDataError(f"{path} is not UTF-8 text (byte {error.start}); the Yelp folder needs "
                                     "sentences in UTF-8, one a line") from None
+        if not sentences:
+            raise FinetuneDataError(f"{path} is empty; the Yelp folder needs sentences in UTF-8, one a line")
+        examples.extend(sentences)
     return examples
 
 
