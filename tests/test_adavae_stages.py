@@ -60,13 +60,14 @@ def test_adavae_stages_need_only_the_run_and_write_next_to_it(adavae_run):
 
 
 def test_more_tokens_than_the_backbones_positions_hold_is_one_line(adavae_run, capsys, tmp_path):
-    """generate wrote at most block_size - 1 tokens, whatever max_tokens said."""
+    """generate wrote at most block_size - 1 tokens, whatever max_tokens said. Refused before the run starts, it
+    leaves no folder behind (it left one with a config.yaml)."""
     positions = load_checkpoint(adavae_run)["model_spec"]["backbone"]["block_size"]
     assert main(["stage=generate", f"init_from={adavae_run}", f"generate.max_tokens={positions}",
-                 f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
+                 f"output_dir={tmp_path / 'generate'}", *TRAIN_QUIET]) == 2
     assert capsys.readouterr().err.strip().endswith(f"backbone's {positions} positions hold BOS and at most "
                                                     f"{positions - 1} tokens; lower it")
-    assert not (tmp_path / "generation.json").exists()
+    assert not (tmp_path / "generate").exists()
 
 
 def test_adavae_needs_a_gpt_backbone(adavae_run, ptb_small, tmp_path, capsys):
@@ -75,7 +76,9 @@ def test_adavae_needs_a_gpt_backbone(adavae_run, ptb_small, tmp_path, capsys):
     assert "needs init_from" in capsys.readouterr().err
     assert main(["experiment=adavae_ptb", f"init_from={adavae_run}", "trainer.max_steps=1", *ptb_small,
                  f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
-    assert "AdaVAE wraps a pre-trained GPT" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip().endswith(
+        "is not a GPT (its model is adavae): AdaVAE wraps a pre-trained GPT; give a GPT run (`train stage=pretrain "
+        "experiment=ptb_gpt_pretrain`) or a local Hugging Face GPT-2 directory")  # it named no next step
     assert main(["experiment=adavae_ptb", "stage=pretrain", *ptb_small, f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
     assert "model=adavae runs stage=finetune|evaluate|generate|classify" in capsys.readouterr().err
 

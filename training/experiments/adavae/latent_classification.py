@@ -189,8 +189,9 @@ def _encoded(sample: list[tuple[str, int]], vocab: SentenceVocabulary, max_words
 
 def run_latent_classification(cfg: TrainConfig) -> dict[str, Any]:
     settings = cfg.classify
+    model, vocab, step = trained_vae(cfg)
     ctx = start_run(cfg)
-    model, vocab, step = trained_vae(cfg, ctx)
+    model.to(ctx.device)
     max_words, eval_batch = cfg.data.max_words, ctx.settings.micro_batch_size
     try:
         dev = read_yelp(settings.folder, "dev")

@@ -65,9 +65,11 @@ def _backbone(cfg: TrainConfig) -> tuple[GPT, SentenceVocabulary]:
             raise TrainConfigError(f"init_from={init_from}: {error}") from None
     else:
         state = load_checkpoint(init_from)
-        if state["model_spec"].get("name") != "gpt":
-            raise TrainConfigError(f"init_from={init_from} is a {state['model_spec'].get('name')} checkpoint; "
-                                   "AdaVAE wraps a pre-trained GPT")
+        family = state["model_spec"].get("name")
+        if family != "gpt":
+            raise TrainConfigError(f"init_from={init_from} is not a GPT (its model is {family}): AdaVAE wraps a "
+                                   "pre-trained GPT; give a GPT run (`train stage=pretrain experiment=ptb_gpt_pretrain`) or a "
+                                   "local Hugging Face GPT-2 directory")
         backbone, vocab = model_from_checkpoint(state), run_vocabulary(init_from)
     if vocab.vocab_size > backbone.config.vocab_size:
         raise TrainConfigError(f"init_from={init_from}: the vocabulary has {vocab.vocab_size} ids, more than the "
@@ -129,8 +131,9 @@ def run_adavae_train(cfg: TrainConfig) -> dict[str, Any]:
 
 def run_adavae_evaluate(cfg: TrainConfig) -> dict[str, Any]:
     settings, data = cfg.evaluate, cfg.data
+    model, vocab, step = trained_vae(cfg)
     ctx = start_run(cfg)
-    model, vocab, step = trained_vae(cfg, ctx)
+    model.to(ctx.device)
     rows = sentence_row_set(data, "test", vocab, positions=model.backbone.config.block_size)
     batches = (sentence_view({k: v.to(ctx.device) for k, v in batch.items()})
                for batch in row_set_length_batches(rows, ctx.settings.micro_batch_size, sentence_length))
@@ -146,8 +149,7 @@ def run_adavae_evaluate(cfg: TrainConfig) -> dict[str, Any]:
 def run_adavae_generate(cfg: TrainConfig) -> dict[str, Any]:
     generation = cfg.generate
     data = cfg.data
-    ctx = start_run(cfg)
-    model, vocab, _ = trained_vae(cfg, ctx)
+    model, vocab, _ = trained_vae(cfg)
     positions = model.backbone.config.block_size
     if generation.max_tokens >= positions:
         raise TrainConfigError(f"generate.max_tokens={generation.max_tokens} is more than this AdaVAE can write: its "
@@ -162,6 +164,8 @@ def run_adavae_generate(cfg: TrainConfig) -> dict[str, Any]:
         raise TrainConfigError(f"generate.sentences must be 3 line numbers of data.test (A, B, C of the "
                                f"analogy; A -> B is interpolated), got {picks}")
     a, b, c = (sentences[i] for i in picks)
+    ctx = start_run(cfg)
+    model.to(ctx.device)
     means = _posterior_means(model, vocab, data, [a, b, c], ctx.device)
     steps = generation.interpolation_steps
     weights = torch.linspace(0, 1, steps + 2, device=ctx.device)[:, None]

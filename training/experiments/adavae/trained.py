@@ -7,7 +7,6 @@ from ...config_groups import TrainConfig
 from ...config_runs import trained_run_folder
 from ...data.sentence_files import VOCABULARY_FILE, SentenceDataError, SentenceVocabulary, WordVocabulary
 from ...stages.model_setup import model_from_checkpoint
-from ...stages.run import RunContext
 from .gpt2_tokenizer import TOKENIZER_DIR, GPT2TokenizerVocabulary
 from .model import AdaVAE
 
@@ -23,13 +22,14 @@ def run_vocabulary(checkpoint: str) -> SentenceVocabulary:
         raise TrainConfigError(f"init_from={checkpoint}: {error}") from None
 
 
-def trained_vae(cfg: TrainConfig, ctx: RunContext) -> tuple[AdaVAE, SentenceVocabulary, int]:
-    """The AdaVAE run ``init_from`` names (eval mode, on the run's device), its vocabulary and its step."""
+def trained_vae(cfg: TrainConfig) -> tuple[AdaVAE, SentenceVocabulary, int]:
+    """The AdaVAE run ``init_from`` names (eval mode, on the CPU: a stage reads it before it starts its run, so that
+    a refusal leaves no run folder behind), its vocabulary and its step."""
     if not cfg.init_from:
         raise CheckpointError(f"stage={cfg.stage} needs init_from=<AdaVAE run folder or checkpoint>")
     state = load_checkpoint(cfg.init_from)
     if state["model_spec"].get("name") != "adavae":
         raise TrainConfigError(f"init_from={cfg.init_from} is not an AdaVAE checkpoint; train one with "
                                "stage=finetune model=adavae")
-    model = model_from_checkpoint(state).to(ctx.device).eval()
+    model = model_from_checkpoint(state).eval()
     return model, run_vocabulary(cfg.init_from), int(state["step"])
