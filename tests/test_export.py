@@ -368,6 +368,26 @@ def test_t5_adapters_unknown_runs_and_used_folders_are_refused(t5_export, ptb_vo
     assert re.search(r"they name \S+spm\.model of SHA-256 [0-9a-f]{12}\.\.\.", line), line  # the one to pass
 
 
+def test_vocab_exports_a_run_whose_token_shards_are_gone(t5_export, tokens, ptb_vocab, tmp_path):
+    """--vocab, "when the run's data no longer names where it is", was refused while the token shards it had
+    trained on could not be read: their manifest was read first."""
+    run = Path(shutil.copytree(t5_export[0], tmp_path / "run"))
+    config = OmegaConf.load(run / "config.yaml")
+    config.data.tokens = str(tmp_path / "deleted_tokens")
+    OmegaConf.save(config, run / "config.yaml")
+    assert _refusal(str(run), str(tmp_path / "out")).endswith(
+        "; or pass --vocab=<the vocabulary folder or .model file they were made with>")
+    (tmp_path / "other.model").write_bytes(ptb_vocab.model_proto)
+    assert "was trained on the ids of the SentencePiece model of SHA-256" in _refusal(
+        str(run), str(tmp_path / "out"), "--vocab", str(tmp_path / "other.model"))
+    assert not (tmp_path / "out").exists()
+    vocab = read_manifest(str(tokens)).extra["vocabulary"]["model"]
+    result = CliRunner().invoke(c4prep_main, ["export", str(run), str(tmp_path / "out"), "--vocab", vocab])
+    assert result.exit_code == 0, result.output
+    for name in ("model.safetensors", "tokenizer.json", "spiece.model"):
+        assert (tmp_path / "out" / name).read_bytes() == (t5_export[1] / name).read_bytes()
+
+
 def test_the_cli_exports_and_says_what_it_wrote(t5_export, tmp_path):
     result = CliRunner().invoke(c4prep_main, ["export", str(t5_export[0]), str(tmp_path / "out")])
     assert result.exit_code == 0, result.output

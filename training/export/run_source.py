@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from c4prep.manifest import ManifestError, manifest_fingerprint, read_manifest
+from c4prep.manifest import Manifest, ManifestError, manifest_fingerprint, read_manifest
 from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import SentencePieceVocabulary
 
@@ -138,11 +138,8 @@ def _kept_characters(run: TrainedRun) -> CharVocabulary | None:
 def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVocabulary, dict[str, Any]]:
     """The SentencePiece vocabulary of token shards (their manifest's, checked by SHA-256) or of ``data.vocab``."""
     tokens, lineage, extra_ids, expected, recorded = run.data.get("tokens"), {}, T5_EXTRA_IDS, None, None
-    if run.data.get("kind") == "tokens" and tokens:
-        try:
-            manifest = read_manifest(tokens)
-        except ManifestError as error:
-            raise ExportError(f"data.tokens={tokens}: {error}") from None
+    manifest = _token_manifest(tokens, vocab) if run.data.get("kind") == "tokens" and tokens else None
+    if manifest is not None:
         named = manifest.extra.get("vocabulary", {})
         recorded = named.get("model")
         vocab, extra_ids, expected = vocab or recorded, named.get("extra_ids", T5_EXTRA_IDS), named.get("model_sha256")
@@ -168,6 +165,18 @@ def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVoc
         raise ExportError(str(error)) from None
     lineage["vocabulary"] = {"uri": uri, "sha256": sha256, "sources": (card or {}).get("sources", [])}
     return found, lineage
+
+
+def _token_manifest(tokens: str, vocab: str | None) -> Manifest | None:
+    """The manifest of the run's token shards, which names their vocabulary; None where ``--vocab`` names it and
+    the shards are gone (moved, deleted after training): the run folder's record of its SHA-256 checks it then."""
+    try:
+        return read_manifest(tokens)
+    except ManifestError as error:
+        if vocab is not None:
+            return None
+        raise ExportError(f"data.tokens={tokens}, the run's token shards, which name its vocabulary: {error}; or "
+                          "pass --vocab=<the vocabulary folder or .model file they were made with>") from None
 
 
 def _sha256(data: bytes) -> str:
