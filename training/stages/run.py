@@ -236,8 +236,8 @@ def _start_over(trainer: Trainer, ctx: RunContext) -> None:
     trainer.checkpoint_extra[RUN_FILES_FIELD] = _kept_run_file_hashes(ctx.run_dir)
     record_settings(ctx.run_dir, ctx.cfg)
     if retired:
-        log.info("resume=never: removed the %d checkpoints of the run before in %s (up to %s)", len(retired),
-                 ctx.run_dir, retired[-1].name)
+        log.info("resume=never: removed the checkpoints of the run before in %s (%s, the newest of %d)", ctx.run_dir,
+                 retired[-1].name, len(retired))
 
 
 def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSource, validation: RowSource | None,
