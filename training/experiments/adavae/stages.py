@@ -68,8 +68,8 @@ def _backbone(cfg: TrainConfig) -> tuple[GPT, SentenceVocabulary]:
         family = state["model_spec"].get("name")
         if family != "gpt":
             raise TrainConfigError(f"init_from={init_from} is not a GPT (its model is {family}): AdaVAE wraps a "
-                                   "pre-trained GPT; give a GPT run (`train stage=pretrain experiment=ptb_gpt_pretrain`) or a "
-                                   "local Hugging Face GPT-2 directory")
+                                   "pre-trained GPT; give a GPT run (`train stage=pretrain "
+                                   "experiment=ptb_gpt_pretrain`) or a local Hugging Face GPT-2 directory")
         backbone, vocab = model_from_checkpoint(state), run_vocabulary(init_from)
     if vocab.vocab_size > backbone.config.vocab_size:
         raise TrainConfigError(f"init_from={init_from}: the vocabulary has {vocab.vocab_size} ids, more than the "
