@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from c4prep.manifest import Manifest, ManifestError, read_manifest
+from c4prep.manifest import Manifest, ManifestError, manifest_fingerprint, read_manifest
 from c4prep.tokenization.train_vocab import locate_vocabulary
 from c4prep.tokenization.vocabulary import EOS_ID, SentencePieceVocabulary
 
@@ -50,6 +50,7 @@ CHAR_TEXT_KEYS = {"char_text": "text", "char_corruption": "corpus", "birth_place
 VOCABULARY_PARAMETERS = frozenset({"vocab_size", "eos_id"})  # objective parameters the token shards decide
 T5_EXTRA_IDS = 100  # the sentinel ids of token shards whose manifest predates recording --extra-ids
 OWN_VOCABULARY_KINDS = frozenset({*CHAR_TEXT_KEYS, "sentences"})  # ids of the data's characters or words
+TOKENS_FINGERPRINT_FIELD = "tokens_fingerprint"  # in a token run's checkpoint config: the shards it trained on
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class TrainingData:
     batch_loss: BatchLoss = DecoderLoss()
     row_builder: RowBuilder | None = None
     model_sha256: str | None = None  # token shards' SentencePiece model (None in a manifest predating recording it)
+    tokens_fingerprint: str | None = None  # token shards' manifest fingerprint: which shards a run trained on
 
 
 def read_text(path: str, key: str) -> str:
@@ -167,7 +169,7 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
     if not decoder_only and inputs_length < 1:
         raise TrainConfigError(f"objective.inputs_length={inputs_length} leaves the encoder no inputs: give "
                                f"objective={objective_cfg.name} 1 or more (T5's is 512)")
-    params = _with_sentinels(objective_cfg, manifest, data.tokens)
+    params = _with_sentinels(objective_cfg, manifest, data.tokens, decoder_only)
     try:
         objective = make_objective(objective_cfg.name, vocab_size=vocab_size, **params)
         segment_length = objective.segment_length(inputs_length, targets_length)
@@ -197,7 +199,8 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
     return TrainingData(TokenSampleRows(index(data.train_split), row_builder),
                         None if validation is None else TokenSampleRows(validation, row_builder), vocab_size,
                         batch_loss=batch_loss, row_builder=row_builder,
-                        model_sha256=manifest.extra.get("vocabulary", {}).get("model_sha256"))
+                        model_sha256=manifest.extra.get("vocabulary", {}).get("model_sha256"),
+                        tokens_fingerprint=manifest_fingerprint(manifest))
 
 
 def check_run_vocabulary(init_from: str, model_sha256: str | None, read: str) -> None:
@@ -210,10 +213,12 @@ def check_run_vocabulary(init_from: str, model_sha256: str | None, read: str) ->
         raise TrainConfigError(str(error)) from None
 
 
-def _with_sentinels(objective_cfg: TokenObjectiveConfig, manifest: Manifest, tokens_dir: str) -> dict[str, Any]:
+def _with_sentinels(objective_cfg: TokenObjectiveConfig, manifest: Manifest, tokens_dir: str,
+                    decoder_only: bool) -> dict[str, Any]:
     """The objective's parameters with ``max_sentinels`` the token shards' sentinel ids (``c4prep tokenize
     --extra-ids``), for an objective that numbers spans with them; a one-line error when the config sets another
-    count (the regular ids would include sentinels, or sentinels would be ids the vocabulary lacks)."""
+    count (the regular ids would include sentinels, or sentinels would be ids the vocabulary lacks), naming the
+    objectives without sentinels that the model can train on (an encoder-decoder: not ``lm``)."""
     params = dict(objective_cfg.params)
     fixed = sorted(set(params) & VOCABULARY_PARAMETERS)
     if fixed:
@@ -229,7 +234,8 @@ def _with_sentinels(objective_cfg: TokenObjectiveConfig, manifest: Manifest, tok
                                f"--extra-ids {extra_ids}: leave max_sentinels unset (it follows the token shards), or "
                                f"re-tokenize with --extra-ids {given}")
     if extra_ids < composition.min_sentinels:
-        without = ", ".join(name for name, other in OBJECTIVES.items() if not other.min_sentinels)
+        without = ", ".join(name for name, other in OBJECTIVES.items()
+                            if not other.min_sentinels and (decoder_only or name != "lm"))
         raise TrainConfigError(f"objective={objective_cfg.name} needs sentinel ids, but {tokens_dir} was tokenized "
                                f"with --extra-ids {extra_ids}: re-tokenize with --extra-ids 100 (T5's), or choose an "
                                f"objective without them ({without})")

@@ -18,7 +18,7 @@ import torch
 from ..config_groups import TrainConfig
 from ..data.kept_vocabulary import sha256_run_files
 from ..trainer import Trainer
-from .data_setup import TrainingData, check_run_vocabulary, pretrain_data, sentence_corpus
+from .data_setup import TOKENS_FINGERPRINT_FIELD, TrainingData, check_run_vocabulary, pretrain_data, sentence_corpus
 from .model_setup import check_rows_fit, initial_model
 from .run import RunContext, fit_summary, keep_run_files, pretrain_on_rows, row_set_trainer, start_run
 
@@ -27,9 +27,11 @@ log = logging.getLogger(__name__)
 
 def build_pretrain_trainer(cfg: TrainConfig, ctx: RunContext, data: TrainingData, model: torch.nn.Module,
                            model_spec: dict[str, Any]) -> Trainer:
-    """Everything wired and restored (when resuming), ready for ``fit()``."""
+    """Everything wired and restored (when resuming), ready for ``fit()``; checkpoints record the objective and
+    which token shards the run trains on (what an export's model card and ``stage=evaluate`` check)."""
+    record = asdict(cfg.objective) | {TOKENS_FINGERPRINT_FIELD: data.tokens_fingerprint}
     return row_set_trainer(cfg, ctx, data.train, data.validation, data.batch_loss, model, model_spec, drop_last=True,
-                           checkpoint_config=asdict(cfg.objective))
+                           checkpoint_config=record)
 
 
 def run_token_pretrain(cfg: TrainConfig) -> dict[str, Any]:
