@@ -98,6 +98,20 @@ def test_a_runs_latest_pointer_names_its_latest_checkpoint(tmp_path):
     assert load_checkpoint(tmp_path / "checkpoints" / "latest")["step"] == 4
 
 
+def test_a_runs_checkpoints_folder_names_its_latest_checkpoint(tmp_path):
+    """init_from=<run>/checkpoints said "no checkpoint in <run>/checkpoints"; a run whose folder is named
+    `checkpoints` is still read as a run folder."""
+    run, named = tmp_path / "run", tmp_path / "checkpoints"
+    for folder in (run, named):
+        save_checkpoint(folder, 2, {"step": 2, "model": {}, "model_spec": {"name": "t5"}}, keep=3)
+    assert resolve_checkpoint(run / "checkpoints") == run / "checkpoints" / "step_00000002.pt"
+    assert resolve_checkpoint(named) == named / "checkpoints" / "step_00000002.pt"
+    empty = tmp_path / "elsewhere" / "checkpoints"
+    empty.mkdir(parents=True)
+    with pytest.raises(CheckpointError, match="no checkpoint in .*elsewhere/checkpoints"):
+        resolve_checkpoint(empty)
+
+
 def test_a_checkpoint_whose_name_gives_another_step_is_refused(tmp_path):
     """A step 6 checkpoint copied over step 8's file resumed "at step 6" from the file named step 8."""
     save_checkpoint(tmp_path, 6, {"step": 6, "model": {}, "model_spec": {"name": "t5"}}, keep=3)

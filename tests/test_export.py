@@ -157,6 +157,24 @@ def test_t5_tokenizer_gives_our_ids_on_real_documents(t5_export, tokens, c4_text
     assert tokenizer.decode(ids) == vocab.decode(ids)
 
 
+def test_tokenizers_split_words_at_spaces_alone_as_sentencepiece(t5_export, gpt_exports, tokens):
+    """A whitespace that SentencePiece's normalisation keeps (U+0085 NEXT LINE: its <unk>) was dropped. Not by
+    transformers 5's T5Tokenizer, which builds its own pre-tokenizer (any whitespace splits words, as for Google's
+    T5 checkpoints)."""
+    vocab = vocabulary(tokens)
+    texts = ["a\u0085b", "x \u0085 y", "a\u2028b\u2029c", "a\u1680b", "  a \t b\n", "a\u00a0b\u3000c  d"]
+    assert [vocab.unk_id] == [i for i in vocab.encode(texts[0]) if i == vocab.unk_id]
+    for folder, eos in ((t5_export[1], [vocab.eos_id]), (gpt_exports["tokens"][1], [])):
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        got, ours = [tokenizer(text).input_ids for text in texts], [vocab.encode(text) + eos for text in texts]
+        if TRANSFORMERS_4 or not eos:
+            assert got == ours
+        else:
+            assert vocab.unk_id not in got[0] and got[4:] == ours[4:]
+        special = [vocab.eos_id, vocab.unk_id, vocab.pad_id, vocab.sentinel_id(0)]
+        assert tokenizer("</s> <unk> <pad> <extra_id_0>").input_ids == special + eos  # as HF's T5 tokenizers
+
+
 @pytest.mark.skipif(importlib.util.find_spec("apache_beam") is None, reason="the sample documents are a Beam run's")
 def test_t5_tokenizer_on_the_sample_documents(t5_export, tokens, sample_documents):
     manifest = read_manifest(str(sample_documents))

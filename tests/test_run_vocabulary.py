@@ -78,6 +78,22 @@ def test_export_refuses_the_remade_vocabulary(remade, sample_vocab, tmp_path):
     assert not (tmp_path / "hf").exists()
 
 
+def test_a_run_on_a_bpe_vocabulary_is_refused_with_what_export_takes(remade, tmp_path):
+    """The refusal said only "its model type is not unigram"."""
+    _, tokens, _, _ = remade  # made again with the BPE vocabulary
+    run = tmp_path / "bpe_run"
+    assert main(["model=t5_tiny", "objective.inputs_length=64", "objective.targets_length=16", f"data.tokens={tokens}",
+                 "data.validation_split=null", "trainer.max_steps=1", "trainer.global_batch_size=4",
+                 "trainer.micro_batch_size=4", f"output_dir={run}", *QUIET]) == 0
+    pytest.importorskip("tokenizers")
+    result = CliRunner().invoke(c4prep_main, ["export", str(run), str(tmp_path / "hf")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: the SentencePiece model cannot become a tokenizer.json: its model type is not unigram; export takes a "
+        "model trained on a vocabulary as `c4prep vocab` makes by default (unigram, no byte fallback)")
+    assert not (tmp_path / "hf").exists()
+
+
 def test_a_run_copied_without_its_record_or_a_checkpoint_alone_is_checked_by_the_checkpoint(remade, tmp_path, capsys):
     """Without vocabulary.sha256 beside it (a checkpoint copied alone, a folder copied without it), evaluate scored
     token shards of another model."""

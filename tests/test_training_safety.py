@@ -413,7 +413,9 @@ def test_token_shards_without_sentinels_and_a_model_too_big_for_memory_are_one_l
     assert one_line_error(capsys) == (
         f"train: error: objective=span_corruption needs sentinel ids, but {tokens} was tokenized with --extra-ids 0: "
         "re-tokenize with --extra-ids 100 (T5's), or choose an objective without them (prefix_lm, iid_drop_tokens, "
-        "deshuffling, lm)")
+        "deshuffling)")  # not lm, which gives a T5 no inputs
+    assert train(tokens, tmp_path, "model=gpt_tiny") == 2
+    assert one_line_error(capsys).endswith("(prefix_lm, iid_drop_tokens, deshuffling, lm)")
     assert train(tokens, tmp_path, "objective=iid_drop_tokens", "objective.targets_length=128",
                  "+model.d_ff=100000000000") == 2
     assert one_line_error(capsys).startswith("train: error: the t5 model of 1,000 ids does not fit in memory (")

@@ -36,8 +36,8 @@ def _parse_ratio(value: str | None) -> list[int] | None:
 @click.option("--output", default=DEFAULT_VOCAB, show_default=True,
               help="Folder for spm.model, spm.vocab and vocab.json.")
 @click.option("--vocab-size", default=32_000, show_default=True, help="SentencePiece pieces (T5: 32000).")
-@click.option("--model-type", default="unigram", show_default=True,
-              type=click.Choice(MODEL_TYPES))
+@click.option("--model-type", default="unigram", show_default=True, type=click.Choice(MODEL_TYPES),
+              help="SentencePiece's algorithm; `c4prep export` gives a Hugging Face tokenizer for unigram only.")
 @click.option("--input-sentence-size", default=1_000_000, show_default=True,
               help="Most sentences (lines) to sample for training.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the sentence sample.")

@@ -96,7 +96,8 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint file, or a run folder or its ``checkpoints/latest`` (the latest checkpoint)."""
+    """A checkpoint file, or a run folder, its ``checkpoints`` folder or its ``checkpoints/latest`` (the latest
+    checkpoint)."""
     path = Path(path)
     if path.is_file() and path.name == LATEST and path.parent.name == CHECKPOINTS:
         path = path.parent.parent
@@ -104,6 +105,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
         return path
     if path.is_dir():
         found = latest_checkpoint(path)
+        if found is None and path.name == CHECKPOINTS:  # a run's checkpoints folder (not a run named "checkpoints")
+            found = latest_checkpoint(path.parent)
         if found is not None:
             return found
         raise CheckpointError(f"no checkpoint in {path}: train first, or pass a step_*.pt file")

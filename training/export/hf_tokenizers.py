@@ -84,7 +84,7 @@ def _message(buf: bytes, number: int) -> dict[int, Any]:
 def sentencepiece_tokenizer(vocab: SentencePieceVocabulary, family: str) -> Any:
     """A ``tokenizers.Tokenizer`` giving ``vocab.encode`` ids, sentinels special: a ``t5`` one appends EOS and drops
     the first word's space in decoding, as SentencePiece does; a ``gpt`` one appends nothing and keeps it."""
-    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import Unigram
 
     proto = vocab.model_proto
@@ -96,7 +96,9 @@ def sentencepiece_tokenizer(vocab: SentencePieceVocabulary, family: str) -> Any:
         ("it turns off the dummy prefix or the whitespace handling", not all(normalizer.get(f, 1) for f in (3, 4, 5))))
         if bad]
     if problems:
-        raise TokenizerExportError(f"the SentencePiece model cannot become a tokenizer.json: {'; '.join(problems)}")
+        raise TokenizerExportError(f"the SentencePiece model cannot become a tokenizer.json: {'; '.join(problems)}; "
+                                   "export takes a model trained on a vocabulary as `c4prep vocab` makes by default "
+                                   "(unigram, no byte fallback)")
     scores = [(piece[1].decode("utf-8"), struct.unpack("<f", piece[2])[0] if 2 in piece else 0.0)
               for piece in pieces]
     sentinels = [f"<extra_id_{k}>" for k in range(vocab.extra_ids)]
@@ -105,7 +107,8 @@ def sentencepiece_tokenizer(vocab: SentencePieceVocabulary, family: str) -> Any:
     if charsmap:
         tokenizer.normalizer = normalizers.Precompiled(charsmap)
     metaspace = dict(replacement="▁", prepend_scheme="always", split=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+    # words split at spaces alone, as SentencePiece's: a whitespace its normalisation keeps (U+0085) is a character
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(" +"), behavior="removed"),
                                                        pre_tokenizers.Metaspace(**metaspace)])
     tokenizer.decoder = decoders.Metaspace(**{**metaspace, "prepend_scheme": "always" if family == "t5" else "never"})
     tokenizer.add_special_tokens([scores[i][0] for i in (vocab.pad_id, vocab.eos_id, vocab.unk_id)] + sentinels)
