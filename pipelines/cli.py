@@ -5,6 +5,7 @@ import time
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from c4prep.output_settings import ALLOW_FLAG
 from c4prep.shard_formats import FORMATS
@@ -122,6 +123,8 @@ def run(ctx: click.Context, inputs, input_list, input_prefix, output, runner, nu
     overrides = {key: value for key, value in overrides.items() if value is not None}
     with reported_as_user_errors(VariantError):
         corpus_variant = load_variant(variant, overrides)
+    if no_progress and ctx.get_parameter_source("progress_interval") is not ParameterSource.DEFAULT:
+        raise UserError(f"--no-progress turns progress off, --progress-interval {progress_interval} sets it: give one")
     interval = 0.0 if no_progress else _parse_progress_interval(progress_interval)
     config = RunConfig(output=output, inputs=list(inputs), path_list=input_list, path_prefix=input_prefix,
                        num_shards=_parse_num_shards(num_shards), runner=runner, variant=corpus_variant,

@@ -228,6 +228,16 @@ def test_bad_progress_interval_is_one_line_before_any_work(tmp_path, bad):
     assert not (tmp_path / "o").exists()
 
 
+def test_no_progress_with_an_interval_is_one_line_before_any_work(tmp_path):
+    """--no-progress silently won over the --progress-interval given with it."""
+    outcome = CliRunner().invoke(main, ["run", "--no-progress", "--progress-interval", "10", "--output",
+                                        str(tmp_path / "o")])
+    assert outcome.exit_code == 2, outcome.output
+    assert outcome.stderr.strip().splitlines()[-1] == (
+        "Error: --no-progress turns progress off, --progress-interval 10 sets it: give one")
+    assert not (tmp_path / "o").exists()
+
+
 def test_spool_files_are_json_counters(tmp_path):
     (tmp_path / "1-a.json").write_text(json.dumps({"read-input": {"records": 3}}))
     (tmp_path / "2-b.json").write_text("{not json")  # a file caught mid-write is skipped

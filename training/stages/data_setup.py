@@ -162,11 +162,11 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
     manifest = token_manifest(data.tokens, tokens_setting)
     vocab_size = vocabulary_size(manifest, data.tokens)
     inputs_length, targets_length = objective_cfg.inputs_length, objective_cfg.targets_length
-    if not decoder_only and inputs_length < 1 and objective_cfg.name == "lm":
-        raise TrainConfigError(f"objective=lm gives no inputs (objective.inputs_length={inputs_length}), which an "
-                               "encoder-decoder needs: pre-train a T5 with span_corruption or another T5 objective, "
-                               "or choose model=gpt_*")
     if not decoder_only and inputs_length < 1:
+        if objective_cfg.name == "lm":
+            raise TrainConfigError(f"objective=lm gives no inputs (objective.inputs_length={inputs_length}), which an "
+                                   "encoder-decoder needs: pre-train a T5 with span_corruption or another T5 "
+                                   "objective, or choose model=gpt_*")
         raise TrainConfigError(f"objective.inputs_length={inputs_length} leaves the encoder no inputs: give "
                                f"objective={objective_cfg.name} 1 or more (T5's is 512)")
     params = _with_sentinels(objective_cfg, manifest, data.tokens, decoder_only)
