@@ -3,6 +3,7 @@ GPT-2 with a byte-level BPE trained offline on real PTB lines -> finetune -> eva
 words, per-token PPL over BPE tokens) -> generate; the run folder keeps a copy of the tokenizer."""
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,26 @@ def test_too_long_sentences_and_missing_tokenizers_are_one_line_errors(vae_run, 
     assert main(["experiment=adavae_ptb", f"init_from={weights_only}", "trainer.max_steps=1", *data_args(ptb_small),
                  f"output_dir={tmp_path / 'run'}", *QUIET]) == 2
     assert "cannot load a GPT-2 tokenizer" in capsys.readouterr().err
+
+
+def test_a_word_run_starting_over_a_gpt2_run_and_a_refused_resume_leave_the_right_vocabulary(vae_run, gpt2_dir,
+                                                                                             ptb_small, tmp_path,
+                                                                                             capsys):
+    """Starting over (`resume=never`) a GPT-2 AdaVAE run with a word-level one kept `gpt2_tokenizer/`, which the
+    stages read before `word_vocabulary.json`; a GPT-2 AdaVAE refused to resume a word-level run changes no file."""
+    words = [*data_args(ptb_small), "trainer.global_batch_size=16", "trainer.micro_batch_size=8", *QUIET]
+    gpt = tmp_path / "gpt"
+    assert main(["experiment=ptb_gpt_pretrain", "model=gpt_tiny", "model.block_size=65", "trainer.max_steps=1",
+                 "trainer.eval_every=0", f"output_dir={gpt}", *words]) == 0
+    vae = ["experiment=adavae_ptb", "model.latent_size=8", "model.adapter_size=8", "trainer.max_steps=2",
+           "trainer.eval_every=0", *words]
+    run = Path(shutil.copytree(vae_run, tmp_path / "run"))
+    assert main([*vae, f"init_from={gpt}", "resume=never", f"output_dir={run}"]) == 0
+    assert not (run / TOKENIZER_DIR).exists() and (run / "word_vocabulary.json").is_file()
+    evaluate = ["experiment=adavae_ptb", "stage=evaluate", "evaluate.iw_samples=2", *words]
+    assert main([*evaluate, f"init_from={run}", f"output_dir={tmp_path / 'eval'}"]) == 0
+    before = sorted(path.relative_to(run) for path in run.rglob("*"))
+    capsys.readouterr()
+    assert main([*vae, f"init_from={gpt2_dir}", f"output_dir={run}"]) == 2  # a GPT-2 AdaVAE cannot resume it
+    assert "holds a run with other settings" in capsys.readouterr().err
+    assert sorted(path.relative_to(run) for path in run.rglob("*")) == before

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from ...stages.data_setup import sentence_row_set
 from ...stages.model_setup import model_from_checkpoint
 from ...stages.run import RunContext, fit_summary, keep_run_files, row_set_trainer, start_run
 from .estimators import evaluate_vae
-from .gpt2_tokenizer import GPT2TokenizerVocabulary
+from .gpt2_tokenizer import TOKENIZER_DIR, GPT2TokenizerVocabulary
 from .model import AdaVAE, AdaVAEConfig
 from .trained import run_vocabulary, trained_vae
 from .vae_loss import VAESchedule, VAELoss, sentence_length, sentence_view
@@ -91,12 +92,15 @@ def _vae_loss(cfg: TrainConfig) -> VAELoss:
     return VAELoss(rate=objective.kl_rate, free_bits=objective.free_bits, reconstruction=objective.reconstruction)
 
 
-def _keep_vocabulary(ctx: RunContext, vocab: SentenceVocabulary) -> None:
-    """Keep the backbone's vocabulary in the run folder before training: a word vocabulary as a run file (its
-    checkpoints record its SHA-256, a resume on another is refused), a GPT-2 tokenizer as its copy."""
+def _keep_tokenizer(ctx: RunContext, vocab: SentenceVocabulary) -> None:
+    """Once the run is restored or starts over (a refused run changes no file): the run folder keeps a copy of a
+    GPT-2 backbone's tokenizer, and no other run's (the stages read it before a word vocabulary, which the run keeps
+    as a run file: its checkpoints record its SHA-256, a resume on another is refused)."""
+    if not ctx.env.is_main:
+        return
     if isinstance(vocab, WordVocabulary):
-        keep_run_files(ctx, {VOCABULARY_FILE: vocab.to_json() + "\n"})
-    elif ctx.env.is_main:
+        shutil.rmtree(ctx.run_dir / TOKENIZER_DIR, ignore_errors=True)
+    else:
         vocab.save(ctx.run_dir)
 
 
@@ -116,10 +120,12 @@ def run_adavae_train(cfg: TrainConfig) -> dict[str, Any]:
     train = sentence_row_set(data, "train", vocab, positions=positions)
     validation = sentence_row_set(data, "validation", vocab, positions=positions) if data.validation else None
     vae_loss = _vae_loss(cfg)
-    _keep_vocabulary(ctx, vocab)
+    if isinstance(vocab, WordVocabulary):
+        keep_run_files(ctx, {VOCABULARY_FILE: vocab.to_json() + "\n"})
     # the optimizer holds every phase's parameters; validation batches sentences of similar length
     trainer = row_set_trainer(cfg, ctx, train, validation, vae_loss, model, spec, validation_length=sentence_length,
                               pack_length=data.pack_length if data.pack else None)
+    _keep_tokenizer(ctx, vocab)
     total = ctx.settings.max_steps
     trainer.step_hook = VAESchedule(vae_loss, model, total, int(total * objective.phase_two_fraction),
                                     objective.cycles, objective.ratio_zero, objective.ratio_increase,
