@@ -121,9 +121,11 @@ def test_a5_answers_never_replace_an_input_or_a_runs_record(dev_questions, tmp_p
 
 
 def test_a5_finetune_refuses_a_checkpoint_with_another_vocabulary(gpt_lm_run, tmp_path, capsys):
-    assert main(["experiment=cs224n_a5_finetune", f"init_from={gpt_lm_run}", f"output_dir={tmp_path}",
+    """The refused run left a folder with a config.yaml and the corpus's characters."""
+    assert main(["experiment=cs224n_a5_finetune", f"init_from={gpt_lm_run}", f"output_dir={tmp_path / 'run'}",
                  *(setting for setting in A5_SMALL if not setting.startswith("+model."))]) == 2
     assert "give a run pre-trained on the characters of data.corpus=" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("lm_weight", [0.5, 0.0])

@@ -26,9 +26,15 @@ def model_from_config(cfg: TrainConfig, vocab_size: int) -> tuple[torch.nn.Modul
 
 
 def model_from_init(cfg: TrainConfig, vocab_size: int, remedy: str) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """``init_from``'s model (weights and architecture, :func:`finetuning_state`'s dropout) and its spec; a one-line
-    error, ending with ``remedy``, when it is not the model family of the ``model:`` section or its ids are not
-    the data's ``vocab_size``."""
+    """``init_from``'s model (weights and architecture, :func:`finetuning_state`'s dropout) and its spec, checked
+    as :func:`init_state` checks it."""
+    state = init_state(cfg, vocab_size, remedy)
+    return model_from_checkpoint(state), state["model_spec"]
+
+
+def init_state(cfg: TrainConfig, vocab_size: int, remedy: str) -> dict[str, Any]:
+    """``init_from``'s checkpoint with :func:`finetuning_state`'s dropout; a one-line error, ending with ``remedy``,
+    when it is not the model family of the ``model:`` section or its ids are not the data's ``vocab_size``."""
     state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
     family, configured = state["model_spec"].get("name"), cfg.model.name
     if family != configured:
@@ -39,7 +45,7 @@ def model_from_init(cfg: TrainConfig, vocab_size: int, remedy: str) -> tuple[tor
     if checkpoint_ids != vocab_size:
         raise TrainConfigError(f"init_from={cfg.init_from} has {checkpoint_ids} ids, the data's vocabulary "
                                f"{vocab_size}: {remedy}")
-    return model_from_checkpoint(state), state["model_spec"]
+    return state
 
 
 def differing_fields(spec: Mapping[str, Any], other: Mapping[str, Any], ignored: Collection[str] = ()) -> list[str]:

@@ -26,7 +26,7 @@ from ...distributed import gather_in_item_order, rank_share
 from ...metrics_log import CSV_NAME, JSONL_NAME
 from ...models.gpt import GPT
 from ...stages.data_setup import TrainingData
-from ...stages.model_setup import check_model_settings, model_from_checkpoint, model_from_config, model_from_init
+from ...stages.model_setup import check_model_settings, init_state, model_from_checkpoint, model_from_config
 from ...stages.run import (
     RUN_FILES,
     RunContext,
@@ -100,12 +100,13 @@ def run_a5_finetune(cfg: TrainConfig) -> dict[str, Any]:
     except (BirthPlacesError, CharVocabError) as error:
         raise TrainConfigError(f"{data.train}: {error}") from None
     questions = _questions(cfg)
-    ctx = start_run(cfg)
+    remedy = (f"give a run pre-trained on the characters of data.corpus={data.corpus} "
+              "(experiment=cs224n_a5_pretrain), or set data.corpus to its corpus")
+    pretrained = init_state(cfg, vocab.vocab_size, remedy) if cfg.init_from else None
+    ctx = start_run(cfg)  # after the checks: a refused run leaves no run folder; the model is built once seeded
     keep_run_files(ctx, _run_files(vocab))
-    if cfg.init_from:
-        model, spec = model_from_init(cfg, vocab.vocab_size,
-                                      f"give a run pre-trained on the characters of data.corpus={data.corpus} "
-                                      "(experiment=cs224n_a5_pretrain), or set data.corpus to its corpus")
+    if pretrained is not None:
+        model, spec = model_from_checkpoint(pretrained), pretrained["model_spec"]
     else:
         log.info("no init_from: fine-tuning a randomly initialised model (the handout's no-pretraining run)")
         model, spec = model_from_config(cfg, vocab.vocab_size)
