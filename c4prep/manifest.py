@@ -62,6 +62,7 @@ LOGGER = logging.getLogger(__name__)
 DOCUMENTS, TOKENS, VOCABULARY = "documents", "token shards", "a vocabulary"
 OUTPUT_KINDS = {DOCUMENTS: "c4prep run", TOKENS: "c4prep tokenize", VOCABULARY: "c4prep vocab"}  # kind: its command
 VOCABULARY_CARD = "vocab.json"  # what `c4prep vocab` writes last
+TRAINING_RUN_RECORD = "config.yaml"  # what a `train` run folder holds first
 
 
 class ManifestError(Exception):
@@ -439,26 +440,28 @@ def check_output_folder(output_uri: str, writes: str, files: Iterable[str] = ())
     """Create the output folder if needed, before any work: an :class:`OutputFolderError` when ``output_uri`` is a
     file, cannot be created (a file on its path, no permission), holds another kind of output than the one the
     command ``writes`` (one of :data:`OUTPUT_KINDS`), which it would replace (a mistyped ``--output``), a folder
-    where the command writes a file (the manifest, the card, or one of ``files``), or such a file but no manifest
-    (a folder of the user's: ``--output .`` in a project). The folders it made, the output
-    first, then each parent it made."""
+    where the command writes a file (the manifest, the card, or one of ``files``), or such a file or a `train` run's
+    record but no manifest (a folder of the user's: ``--output .`` in a project; a run folder). The folders it made,
+    the output first, then each parent it made."""
     fs, path = resolve_uri(output_uri)
     kind = fs.get_file_info(path).type
     if kind == pafs.FileType.File:
         raise OutputFolderError(f"the output {output_uri} is a file; give a folder")
     written = (MANIFEST_NAME, CARD_NAME, *files)
-    names = (*written, VOCABULARY_CARD)
+    names = (*written, VOCABULARY_CARD, TRAINING_RUN_RECORD)
     types = {name: info.type for name, info in zip(names, fs.get_file_info([f"{path}/{name}" for name in names]))}
     for name in written:
         if types[name] == pafs.FileType.Directory:
             raise OutputFolderError(f"the output {output_uri} has a folder named {name}, where the command writes "
                                     "a file: move it away")
     held = _output_kind(output_uri, types)
-    foreign = [name for name in written[1:] if types[name] == pafs.FileType.File]
+    foreign = [name for name in (*written[1:], TRAINING_RUN_RECORD) if types[name] == pafs.FileType.File]
     if held is None and types[MANIFEST_NAME] == pafs.FileType.NotFound and foreign:
+        harm = ("would write its files among a `train` run's" if foreign[0] == TRAINING_RUN_RECORD else
+                "would replace that file")
         raise OutputFolderError(f"the output {output_uri} holds {foreign[0]} but no {MANIFEST_NAME}: it is not a "
-                                f"c4prep output, and `{OUTPUT_KINDS[writes]}` would replace that file: give another "
-                                "--output (a new or empty folder)")
+                                f"c4prep output, and `{OUTPUT_KINDS[writes]}` {harm}: give another --output (a new "
+                                "or empty folder)")
     if held not in (None, writes):
         raise OutputFolderError(f"the output {output_uri} holds {held} (from `{OUTPUT_KINDS[held]}`), which "
                                 f"`{OUTPUT_KINDS[writes]}` would replace: give another --output, or remove that "

@@ -13,10 +13,10 @@ import pytest
 import c4prep
 from c4prep import manifest as manifest_module
 from c4prep.dataset_card import CARD_NAME, dataset_card
-from c4prep.manifest import (DOCUMENTS, FORMAT, MANIFEST_NAME, Manifest, ManifestError, OutputFolderError, ShardEntry,
-                             SplitInfo, build_manifest, check_output_folder, commit_output, manifest_fingerprint,
-                             new_staging_uri, read_listed_shard, read_manifest, repair_output,
-                             write_manifest)
+from c4prep.manifest import (DOCUMENTS, FORMAT, MANIFEST_NAME, OUTPUT_KINDS, TOKENS, VOCABULARY, Manifest,
+                             ManifestError, OutputFolderError, ShardEntry, SplitInfo, build_manifest,
+                             check_output_folder, commit_output, manifest_fingerprint, new_staging_uri,
+                             read_listed_shard, read_manifest, repair_output, write_manifest)
 from c4prep.shards import ShardInfo, batched, read_shard, shard_name, write_shard
 
 SCHEMA = pa.schema(
@@ -557,3 +557,17 @@ def test_check_output_folder_creates_it_or_names_the_problem(tmp_path):
         check_output_folder(str(tmp_path / "afile"), DOCUMENTS)
     with pytest.raises(OutputFolderError, match="cannot create the output folder"):
         check_output_folder(str(tmp_path / "afile" / "below"), DOCUMENTS)
+
+
+def test_check_output_folder_refuses_a_training_run_folder(tmp_path):
+    """`c4prep run --output <a train run folder>` wrote a corpus among its checkpoints."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("stage: pretrain\n")
+    for kind in (DOCUMENTS, TOKENS, VOCABULARY):
+        with pytest.raises(OutputFolderError) as refused:
+            check_output_folder(str(run), kind)
+        assert str(refused.value) == (f"the output {run} holds config.yaml but no manifest.json: it is not a c4prep "
+                                      f"output, and `{OUTPUT_KINDS[kind]}` would write its files among a `train` "
+                                      "run's: give another --output (a new or empty folder)")
+    assert sorted(path.name for path in run.iterdir()) == ["checkpoints", "config.yaml"]
