@@ -113,16 +113,12 @@ def one_partition_per_file(files: list[str], beam_args: list[str]) -> list[str]:
 
 def check_inputs(config: RunConfig) -> list[str]:
     """Fail fast, with one clear line, on input the job could not read (`input_selection`): the files the input
-    patterns match, or the paths the path list names; and the variant's URL lists."""
+    patterns match, or the paths the path list names (:func:`url_lists_sha256` checks the variant's URL lists)."""
     if config.path_list and config.inputs:
         raise InputError("give --input or --input-list, not both: a run reads either its patterns or its list")
     if config.path_prefix and not config.path_list:
         raise InputError("--input-prefix goes before each path of --input-list: give --input-list FILE too, or drop "
                          "--input-prefix")
-    for url_list in config.variant.webtext_urls:
-        check_beam_filesystem(url_list, "--webtext-urls")
-        if not FileSystems.exists(url_list):
-            raise InputError(f"--webtext-urls {url_list} does not exist: give a file of URLs, one per line")
     if config.path_list:
         return listed_paths(config.path_list, config.path_prefix)
     files = matched_files(config.inputs)
@@ -162,12 +158,12 @@ def check_publishable(funnel: Funnel, config: RunConfig) -> None:
                         "Check --input, or pass --allow-empty to publish an empty corpus")
 
 
-def check_no_more_damage(funnel: Funnel, config: RunConfig, listing: str | None) -> None:
+def check_no_more_damage(funnel: Funnel, config: RunConfig, hashes: dict[str, Any]) -> None:
     """A :class:`DamagedRunError`, unless `allow_damaged`, when the run read less than the run that made the output
     it would replace: it skipped bad input and more problems or fewer pages (a cut download is one problem however
     much it loses), or it read fewer pages from the same input (a file gone from an --input folder, a file cut
     exactly between gzip members, which reads as intact): a damaged copy of the input would replace a corpus made
-    from an intact one. ``listing`` is this run's :func:`listing_sha256`."""
+    from an intact one. ``hashes`` are this run's :func:`input_hashes`."""
     if config.allow_damaged:
         return
     try:
@@ -184,8 +180,8 @@ def check_no_more_damage(funnel: Funnel, config: RunConfig, listing: str | None)
         made = f"skipped {before or 'none'} and read"
         fix = "Replace the damaged input"
     else:
-        wanted = _settings({**asdict(config), LISTING_FIELD: listing})
-        same_input = _input_settings(_recorded_settings(published.config, config, listing)) == _input_settings(wanted)
+        wanted = _settings({**asdict(config), **hashes})
+        same_input = _input_settings(_recorded_settings(published.config, config, hashes)) == _input_settings(wanted)
         if funnel.pages_in >= pages_before or not same_input:
             return
         read, made = "found no bad input but read", "from the same input read"
@@ -222,6 +218,37 @@ def listing_sha256(config: RunConfig, files: list[str]) -> str | None:
     return hashlib.sha256("\n".join(paths).encode()).hexdigest()
 
 
+URL_LISTS_FIELD = "webtext_urls_sha256"  # in a documents manifest's config: its --webtext-urls files, by hash
+
+
+def url_lists_sha256(config: RunConfig) -> list[str]:
+    """The SHA-256 of each --webtext-urls file (decompressed as its name says, as the job reads it), read once here:
+    an :class:`InputError` when one does not exist, is a folder or is not UTF-8 text (the job would fail on it)."""
+    digests = []
+    for url_list in config.variant.webtext_urls:
+        check_beam_filesystem(url_list, "--webtext-urls")
+        if not FileSystems.exists(url_list):
+            raise InputError(f"--webtext-urls {url_list} does not exist: give a file of URLs, one per line")
+        try:
+            with FileSystems.open(url_list) as urls:
+                data = urls.read()
+            data.decode("utf-8")
+        except IsADirectoryError:
+            raise InputError(f"--webtext-urls {url_list} is a folder: give a file of URLs, one per line") from None
+        except UnicodeDecodeError as error:
+            line = data.count(b"\n", 0, error.start) + 1
+            raise InputError(f"--webtext-urls {url_list} is not UTF-8 text (line {line:,}, byte {error.start:,}): give "
+                             "a UTF-8 text file of URLs, one per line") from None
+        digests.append(hashlib.sha256(data).hexdigest())
+    return digests
+
+
+def input_hashes(config: RunConfig, files: list[str]) -> dict[str, Any]:
+    """What a documents manifest's config records of this run's lists beside their paths, to compare them by content:
+    :func:`listing_sha256` and :func:`url_lists_sha256`."""
+    return {LISTING_FIELD: listing_sha256(config, files), URL_LISTS_FIELD: url_lists_sha256(config)}
+
+
 def _path_list(config: dict[str, Any]) -> Content | str | None:
     """``--input-list`` as two runs compare it: by the paths it names where the manifest records their hash (an edited
     list is another input, the same list moved is not), else by its path."""
@@ -229,10 +256,17 @@ def _path_list(config: dict[str, Any]) -> Content | str | None:
     return Content(path_list, "SHA-256 of its paths", digest) if path_list and digest else path_list
 
 
+def _url_lists(config: dict[str, Any]) -> list[Content | str]:
+    """``--webtext-urls`` as two runs compare them: by each file's content where the manifest records its hash (an
+    edited list is another setting, the same list named otherwise is not), else by their paths."""
+    url_lists, digests = (config.get("variant") or {}).get("webtext_urls") or [], config.get(URL_LISTS_FIELD)
+    return [Content(given, "SHA-256", digest) for given, digest in zip(url_lists, digests)] if digests else url_lists
+
+
 def _settings(config: dict[str, Any]) -> Settings:
     """What decides a corpus, from a documents manifest's ``config`` (a published one, or this run's): the options of
     `c4prep run --help` in their order, then the variant's other settings."""
-    variant = config.get("variant") or {}
+    variant = {**(config.get("variant") or {}), "webtext_urls": _url_lists(config)}
     return [("--input", _compared_inputs(config.get("inputs") or [])), ("--input-list", _path_list(config)),
             ("--input-prefix", config.get("path_prefix")), ("--num-shards", config.get("num_shards") or "auto"),
             ("--format", config.get("format")),
@@ -248,25 +282,27 @@ def _inputs_recorded_as_given(made: dict[str, Any]) -> bool:
     return any("://" not in path and not os.path.isabs(path) for path in paths)
 
 
-def check_replaceable(config: RunConfig, listing: str | None) -> None:
+def check_replaceable(config: RunConfig, hashes: dict[str, Any]) -> None:
     """An :class:`~c4prep.output_settings.OtherSettingsError` when ``config.output`` holds a corpus made with other
     inputs or settings than this run's (a mistyped --input would replace it with a smaller one), unless
-    ``config.allow_other_settings``; ``listing`` is this run's :func:`listing_sha256`."""
+    ``config.allow_other_settings``; ``hashes`` are this run's :func:`input_hashes`."""
     if config.allow_other_settings:
         return
     check_published_settings(config.output, "a corpus",
-                             lambda published: _recorded_settings(published.config, config, listing),
-                             _settings({**asdict(config), LISTING_FIELD: listing}))
+                             lambda published: _recorded_settings(published.config, config, hashes),
+                             _settings({**asdict(config), **hashes}))
 
 
-def _recorded_settings(made: dict[str, Any], config: RunConfig, listing: str | None) -> Settings:
+def _recorded_settings(made: dict[str, Any], config: RunConfig, hashes: dict[str, Any]) -> Settings:
     """The settings a published corpus's manifest ``config`` recorded, as this run's compare with them: inputs
-    recorded relative to a folder the manifest does not name are taken as this run's, a list recorded before lists
-    were recorded by hash is compared by its path."""
+    recorded relative to a folder the manifest does not name are taken as this run's, lists recorded before they
+    were recorded by hash are compared by their paths."""
     if _inputs_recorded_as_given(made):
         made = {**made, "inputs": config.inputs, "path_list": config.path_list}
     if not made.get(LISTING_FIELD) and made.get("path_list") == config.path_list:
-        made = {**made, LISTING_FIELD: listing}
+        made = {**made, LISTING_FIELD: hashes[LISTING_FIELD]}
+    if not made.get(URL_LISTS_FIELD) and (made.get("variant") or {}).get("webtext_urls") == config.variant.webtext_urls:
+        made = {**made, URL_LISTS_FIELD: hashes[URL_LISTS_FIELD]}
     return _settings(made)
 
 
@@ -354,20 +390,20 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
     if is_dask_runner(config.runner) and not config.path_list:
         input_files, beam_args = files, one_partition_per_file(files, beam_args)
     options = pipeline_options(config.runner, beam_args)
-    listing = listing_sha256(config, files)
+    hashes = input_hashes(config, files)
     with output_folder(config.output, DOCUMENTS, files=[PLOT_NAME]):
-        check_replaceable(config, listing)
+        check_replaceable(config, hashes)
         with job_pipeline(options) as pipeline, staged_output(config.output) as staging:
             build_c4_pipeline(pipeline, config, staging.uri, input_files, claim_buckets(len(files)))
             counters = run_to_completion(pipeline, options, progress)
             funnel = build_funnel(counters)
             check_publishable(funnel, config)
-            check_no_more_damage(funnel, config, listing)
+            check_no_more_damage(funnel, config, hashes)
             infos = complete_empty_shards(staging.uri, staging.shard_infos(), config.format)
             manifest = build_manifest(
                 DOCUMENT_SCHEMA,
                 infos,
-                config={**asdict(config), LISTING_FIELD: listing, "rules": "TFDS c4 3.1.0"},
+                config={**asdict(config), **hashes, "rules": "TFDS c4 3.1.0"},
                 counters=counters,
                 extra={"funnel": funnel.to_dict()},
                 splits=SPLITS,

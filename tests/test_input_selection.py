@@ -125,6 +125,18 @@ def test_webtext_url_lists_must_exist_and_need_the_webtext_variant(tmp_path):
          "(or webtext_filter: true in a variant file)")
 
 
+def test_a_url_list_that_is_a_folder_or_not_utf8_text_is_one_line(tmp_path):
+    """The job failed on them: a Beam traceback (exit 1) for a list not in UTF-8, `[Errno 21]` alone for a folder."""
+    urls = tmp_path / "urls.txt"
+    urls.write_bytes("https://example.org/\nhttps://example.org/café\n".encode("latin-1"))
+    (tmp_path / "lists").mkdir()
+    run = ("run", "--variant", "webtextlike", "--output", str(tmp_path / "out"), "--webtext-urls")
+    assert _refusal(tmp_path, *run, str(urls)) == (f"Error: --webtext-urls {urls} is not UTF-8 text (line 2, byte 44): "
+                                                   "give a UTF-8 text file of URLs, one per line")
+    assert _refusal(tmp_path, *run, str(tmp_path / "lists")) == \
+        f"Error: --webtext-urls {tmp_path / 'lists'} is a folder: give a file of URLs, one per line"
+
+
 def test_a_listed_path_that_does_not_exist_is_a_counted_input_problem(tmp_path, webdata):
     """Only the first listed path is checked up front (a list may name tens of thousands on a remote store)."""
     listing = tmp_path / "wet.paths.gz"

@@ -1,6 +1,7 @@
 """`c4prep` refuses what would lose or replace data, in one line with exit status 2: unknown options, runs that
 keep no page, damaged shards; a folder as --input means its files; --debug shows the traceback."""
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -177,6 +178,35 @@ def test_an_input_list_of_relative_paths_names_other_files_from_another_folder(w
     assert _invoke(*run).exit_code == 0
     monkeypatch.chdir(tmp_path / "second")
     assert _one_line_error(_invoke(*run)).startswith(f"Error: {output} holds a corpus made with --input-list {listing}")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def test_an_edited_url_list_is_another_setting_and_the_same_list_named_otherwise_is_not(webdata, tmp_path,
+                                                                                        monkeypatch):
+    """--webtext-urls was compared by the paths given: an edited list at the same path replaced the corpus, and the
+    same list by its absolute path was refused. A corpus made before the lists were recorded by hash: by path."""
+    urls, output = tmp_path / "urls.txt", tmp_path / "webtext"
+    urls.write_text("https://example.org/\n")
+    monkeypatch.chdir(tmp_path)
+    run = ("run", "--input", str(webdata / SAMPLE_NAME), "--variant", "webtextlike", "--output", str(output),
+           "--num-shards", "2", "--allow-empty", "--no-progress", "--webtext-urls")
+    assert _invoke(*run, "urls.txt").exit_code == 0
+    result = _invoke(*run, str(urls))
+    assert result.exit_code == 0, result.output
+    before, made = _snapshot(output), f"--webtext-urls {urls} (SHA-256 {_sha256(urls)})"
+    urls.write_text("https://example.org/\nhttps://example.com/\n")
+    edited = f"--webtext-urls urls.txt (SHA-256 {_sha256(urls)})"
+    assert _one_line_error(_invoke(*run, "urls.txt")) == _refusal(output, made, edited)
+    assert _snapshot(output) == before
+    manifest = json.loads((output / "manifest.json").read_text())
+    del manifest["config"]["webtext_urls_sha256"]
+    (output / "manifest.json").write_text(json.dumps(manifest))
+    assert _one_line_error(_invoke(*run, "urls.txt")) == _refusal(output, f"--webtext-urls {urls}", edited)
+    result = _invoke(*run, str(urls))
+    assert result.exit_code == 0, result.output
 
 
 def _recorded_inputs(output: Path, inputs: list[str]) -> None:
