@@ -399,7 +399,7 @@ def run_c4(config: RunConfig, beam_args: list[str] | None = None,
             funnel = build_funnel(counters)
             check_publishable(funnel, config)
             check_no_more_damage(funnel, config, hashes)
-            infos = complete_empty_shards(staging.uri, staging.shard_infos(), config.format)
+            infos = complete_empty_shards(staging.uri, staging.shard_infos(funnel.pages_out_by_split), config.format)
             manifest = build_manifest(
                 DOCUMENT_SCHEMA,
                 infos,

@@ -28,7 +28,7 @@ from c4prep.manifest import (
 )
 from c4prep.output_settings import Content, Settings, check_published_settings
 from c4prep.shard_formats import check_format
-from c4prep.shards import join_uri, resolve_uri, shard_name, write_shard
+from c4prep.shards import absolute_input, join_uri, resolve_uri, shard_name, write_shard
 from c4prep.staged_output import staged_output, write_info_file
 
 from .token_shards import UINT32_LIMIT, token_batch, token_schema
@@ -68,11 +68,12 @@ class TokenizeResult:
 
 class _TokenizeShard(beam.DoFn):
     """Document shard name -> token shard of the same split, index and count in the staging folder (plus its info
-    file)."""
+    file). The input is read by its absolute path: workers may run in other folders than the driver."""
 
     def __init__(self, config: TokenizeConfig, manifest: Manifest, staging_dir: str,
                  vocab: SentencePieceVocabulary, schema: pa.Schema) -> None:
         self.config = config
+        self.input = absolute_input(config.input)
         self.manifest = manifest
         self.shards = {shard.name: shard for shard in manifest.shards}
         self.staging_dir = staging_dir
@@ -85,7 +86,7 @@ class _TokenizeShard(beam.DoFn):
 
     def process(self, name: str) -> Iterator[str]:
         shard = self.shards[name]
-        table = read_listed_shard(self.config.input, self.manifest, shard).select(["text", "url"])
+        table = read_listed_shard(self.input, self.manifest, shard).select(["text", "url"])
         uri = join_uri(self.staging_dir, shard_name(shard.split, shard.index, shard.count, self.config.format))
         info = write_shard(uri, self.schema, self._batches(table, shard.split))
         write_info_file(self.staging_dir, info)
@@ -165,6 +166,8 @@ def run_tokenize(config: TokenizeConfig, beam_args: list[str] | None = None) -> 
                 | "Tokenize" >> beam.ParDo(_TokenizeShard(config, source, staging.uri, vocab, schema))
             )
             counters = run_to_completion(pipeline, options)
-            manifest = build_manifest(schema, staging.shard_infos(), config=asdict(config), counters=counters,
+            documents = {name.removeprefix("documents:"): n for name, n in counters.get(NAMESPACE, {}).items()
+                         if name.startswith("documents:")}
+            manifest = build_manifest(schema, staging.shard_infos(documents), config=asdict(config), counters=counters,
                                       splits=source.splits, shard_format=config.format, extra=extra)
             return TokenizeResult(staging.commit(manifest), counters)
