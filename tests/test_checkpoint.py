@@ -40,7 +40,8 @@ def batches_from(step: int):
         step += 1
 
 
-def mlp_trainer(run_dir, optimizer_name: str, max_steps: int) -> Trainer:
+def mlp_trainer(run_dir, optimizer_name: str, max_steps: int, schedule: str = "inverse_sqrt",
+                **schedule_options) -> Trainer:
     """A dropout MLP (so resuming needs the RNG state) with a warmed-up schedule, checkpointing every 2 steps."""
     settings = load_config([f"trainer.max_steps={max_steps}", "trainer.checkpoint_every=2",
                                              "trainer.progress=false", "trainer.tensorboard=false",
@@ -48,7 +49,7 @@ def mlp_trainer(run_dir, optimizer_name: str, max_steps: int) -> Trainer:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.5), nn.Linear(16, 1))
     optimizer = build_optimizer(optimizer_name, model.parameters(), lr=0.01, **OPTIONS[optimizer_name])
-    scheduler = build_schedule("inverse_sqrt", optimizer, warmup_steps=3)
+    scheduler = build_schedule(schedule, optimizer, warmup_steps=3, **schedule_options)
     return Trainer(settings, run_dir, model, Regression(), optimizer, scheduler, batches_from, 1, DistEnv(),
                    torch.device("cpu"), checkpoint_extra={"model_spec": {"name": "mlp"}, "config": {"stage": "test"}})
 
@@ -66,6 +67,17 @@ def test_resume_from_a_weights_only_load_is_exact(tmp_path, optimizer_name):
     assert final["step"] == 4 and final["config"] == {"stage": "test"}
     reference = uninterrupted.model.state_dict()
     assert all(torch.equal(final["model"][name], reference[name]) for name in reference)
+
+
+def test_a_resume_that_raises_max_steps_trains_each_step_at_the_stretched_schedules_rate(tmp_path):
+    """A 4-step cosine run resumed to 8 steps (its total_steps following max_steps) trained step 5 at the 4-step
+    schedule's last rate, 0, and only then joined the 8-step curve."""
+    mlp_trainer(tmp_path / "resumed", "adamw", 4, "cosine", total_steps=4).fit()
+    resumed = mlp_trainer(tmp_path / "resumed", "adamw", 8, "cosine", total_steps=8)
+    resumed.load_state_dict(load_checkpoint(tmp_path / "resumed"))
+    rates = [stats.lr for stats in resumed.fit()]
+    straight = [stats.lr for stats in mlp_trainer(tmp_path / "straight", "adamw", 8, "cosine", total_steps=8).fit()]
+    assert rates == straight[4:] and rates[0] > 0
 
 
 def test_resuming_with_another_rank_count_is_a_checkpoint_error(tmp_path):

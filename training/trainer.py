@@ -105,7 +105,7 @@ class Trainer:
     model: nn.Module
     batch_loss: BatchLoss
     optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
+    scheduler: torch.optim.lr_scheduler.LambdaLR
     train_batches: Callable[[int], Iterator[Batch]]
     accumulation_steps: int
     env: DistEnv
@@ -149,10 +149,16 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue exactly where ``state`` stopped (model, optimizer, schedule, RNG, data position)."""
+        """Continue exactly where ``state`` stopped (model, optimizer, schedule, RNG, data position). The next step's
+        learning rate is the schedule's as configured now: a resume that raises ``max_steps`` stretches a decaying
+        schedule from here on (the checkpoint holds the old schedule's last rate, which the next step took)."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        schedule = self.scheduler
+        for group, base, factor in zip(self.optimizer.param_groups, schedule.base_lrs, schedule.lr_lambdas):
+            group["lr"] = base * factor(schedule.last_epoch)
+        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
         rng_states = state["rng"]
         if len(rng_states) != self.env.world_size:
             raise CheckpointError(f"checkpoint was written by {len(rng_states)} rank(s), this run has "

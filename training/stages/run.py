@@ -35,7 +35,7 @@ from ..data.row_source import RowSource
 from ..data.sentence_files import VOCABULARY_FILE as WORD_VOCABULARY_FILE
 from ..distributed import DistEnv, init_distributed, select_device
 from ..optim import build_optimizer, decay_groups
-from ..resume_settings import resume_conflicts
+from ..resume_settings import flat_settings, resume_conflicts
 from ..schedules import build_schedule
 from ..trainer import BatchLoss, Trainer
 from . import unread_settings
@@ -216,8 +216,13 @@ def restore(trainer: Trainer, ctx: RunContext, data_fingerprint: str) -> None:
                               "--debug shows it): use a new output_dir, or resume=never to start over") from None
     if trainer.env.is_main:
         record_settings(trainer.run_dir, cfg)
-    if trainer.env.is_main:
         log.info("resumed from %s at step %d", found, trainer.step)
+        trained_steps = flat_settings(state.get("settings") or {}).get("trainer.max_steps")
+        stretched = cfg.schedule.options.get("total_steps") == cfg.trainer.max_steps  # it follows max_steps
+        if stretched and trained_steps not in (None, cfg.trainer.max_steps):
+            log.info("trainer.max_steps=%d, %d when the run trained: schedule=%s now decays to step %d, the next "
+                     "step at learning rate %.3g", cfg.trainer.max_steps, trained_steps, cfg.schedule.name,
+                     cfg.trainer.max_steps, trainer.scheduler.get_last_lr()[0])
 
 
 def _start_over(trainer: Trainer, ctx: RunContext) -> None:
