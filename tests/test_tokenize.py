@@ -156,6 +156,16 @@ def test_a_model_file_beside_another_models_card_is_used_without_that_card(sampl
         locate_vocabulary(str(tmp_path / "backup.model"))
 
 
+def test_a_vocabularys_own_model_changed_since_its_card_is_refused_as_a_file_too(sample_vocab, tmp_path):
+    """`--vocab VOCAB/spm.model` used a changed model that `--vocab VOCAB` refuses."""
+    folder = Path(shutil.copytree(sample_vocab, tmp_path / "vocab"))
+    model = (folder / "spm.model").read_bytes()
+    (folder / "spm.model").write_bytes(model.replace("▁the".encode(), "▁Xhe".encode(), 1))
+    for given in (folder, folder / "spm.model"):
+        with pytest.raises(VocabError, match="spm.model is not the model its vocab.json describes"):
+            locate_vocabulary(str(given))
+
+
 def test_manifest_names_the_vocabulary_by_an_absolute_path(sample_documents, sample_vocab, tmp_path, monkeypatch):
     """A vocabulary typed as a relative path loads from another working folder (`train stage=generate`, `c4prep
     export` failed there); a URI stays as it was given."""

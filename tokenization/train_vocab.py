@@ -345,8 +345,9 @@ def read_card(uri: str) -> dict[str, Any] | None:
 
 def locate_vocabulary(vocab: str) -> tuple[str, bytes, dict[str, Any] | None]:
     """``(model URI, model bytes, card or None)`` for a vocabulary folder (card required) or a ``.model`` file (card
-    optional: the ``vocab.json`` beside it when it describes this very file, by SHA-256). A local model path is made
-    absolute, so that a manifest recording it names the file from any working folder."""
+    optional: the ``vocab.json`` beside it when it describes this very file, by SHA-256; the folder's own model,
+    ``spm.model`` beside a card, is checked as the folder is). A local model path is made absolute, so that a
+    manifest recording it names the file from any working folder."""
     fs, path = resolve_uri(vocab)
     kind = fs.get_file_info(path).type
     if kind == pafs.FileType.Directory:
@@ -356,6 +357,7 @@ def locate_vocabulary(vocab: str) -> tuple[str, bytes, dict[str, Any] | None]:
     else:
         raise VocabError(f"vocabulary not found: {vocab} is neither a folder made by `c4prep vocab` nor a .model file")
     card = read_card(join_uri(folder, CARD_NAME))
+    required = required or (card is not None and model_uri.rsplit("/", 1)[-1] == MODEL_NAME)  # the card's own model
     if required and card is None:
         raise VocabError(f"no {CARD_NAME} in {vocab}: the vocabulary is missing or its run did not finish; "
                          "run `c4prep vocab`")
