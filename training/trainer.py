@@ -158,7 +158,7 @@ class Trainer:
         schedule = self.scheduler
         for group, base, factor in zip(self.optimizer.param_groups, schedule.base_lrs, schedule.lr_lambdas):
             group["lr"] = base * factor(schedule.last_epoch)
-        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        schedule._last_lr = [group["lr"] for group in self.optimizer.param_groups]
         rng_states = state["rng"]
         if len(rng_states) != self.env.world_size:
             raise CheckpointError(f"checkpoint was written by {len(rng_states)} rank(s), this run has "

@@ -30,7 +30,7 @@ from ..data.char_vocabulary import (
 from ..data.kept_vocabulary import VocabularyMismatchError, check_kept_sha256
 from ..data.sentence_files import VOCABULARY_FILE, SentenceDataError, WordVocabulary
 from ..metrics_log import JSONL_NAME, read_metrics
-from ..stages.data_setup import CHAR_TEXT_KEYS, OWN_VOCABULARY_KINDS, T5_EXTRA_IDS, TOKENS_FINGERPRINT_FIELD
+from ..stages.data_setup import CHAR_TEXT_KEYS, OWN_VOCABULARY_KINDS, T5_EXTRA_IDS, trained_on_shards
 from ..stages.model_setup import differing_fields
 
 
@@ -138,7 +138,10 @@ def _kept_characters(run: TrainedRun) -> CharVocabulary | None:
 def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVocabulary, dict[str, Any]]:
     """The SentencePiece vocabulary of token shards (their manifest's, checked by SHA-256) or of ``data.vocab``."""
     tokens, lineage, extra_ids, expected, recorded = run.data.get("tokens"), {}, T5_EXTRA_IDS, None, None
-    manifest = _token_manifest(run, tokens, vocab) if run.data.get("kind") == "tokens" and tokens else None
+    manifest = _token_manifest(tokens, vocab) if run.data.get("kind") == "tokens" and tokens else None
+    made_again = manifest is not None and not trained_on_shards(run.state, manifest_fingerprint(manifest))
+    if made_again and vocab is not None:  # --vocab: the run folder's record checks it, the card names no shards
+        manifest, made_again = None, False
     if manifest is not None:
         named = manifest.extra.get("vocabulary", {})
         recorded = named.get("model")
@@ -163,7 +166,7 @@ def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVoc
                           lambda: run.state.get(RUN_FILES_FIELD) or {})
     except VocabularyMismatchError as error:
         raise ExportError(str(error)) from None
-    if manifest is not None and not _trained_on(run, manifest):  # after the vocabulary's checks: they say more
+    if made_again:  # after the vocabulary's checks: they say more
         raise ExportError(f"data.tokens={tokens} holds other token shards than {run.checkpoint} was trained on (made "
                           "again since): the model card would name them; pass --vocab=<the vocabulary folder or "
                           ".model file the run used> to export without naming its shards")
@@ -171,25 +174,16 @@ def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVoc
     return found, lineage
 
 
-def _token_manifest(run: TrainedRun, tokens: str, vocab: str | None) -> Manifest | None:
+def _token_manifest(tokens: str, vocab: str | None) -> Manifest | None:
     """The manifest of the run's token shards, which names their vocabulary; None where ``--vocab`` names it and
-    the shards are gone (moved, deleted after training) or are no longer those the run trained on: the run folder's
-    record of its SHA-256 checks it then, and the model card names no shards."""
+    the shards are gone (moved, deleted after training): the run folder's record of its SHA-256 checks it then."""
     try:
-        manifest = read_manifest(tokens)
+        return read_manifest(tokens)
     except ManifestError as error:
         if vocab is not None:
             return None
         raise ExportError(f"data.tokens={tokens}, the run's token shards, which name its vocabulary: {error}; or "
                           "pass --vocab=<the vocabulary folder or .model file they were made with>") from None
-    return None if vocab is not None and not _trained_on(run, manifest) else manifest
-
-
-def _trained_on(run: TrainedRun, manifest: Manifest) -> bool:
-    """Whether ``manifest`` lists the token shards the run trained on (its checkpoints record their fingerprint;
-    True for a checkpoint older than that)."""
-    trained = run.state.get("config", {}).get(TOKENS_FINGERPRINT_FIELD)
-    return trained is None or trained == manifest_fingerprint(manifest)
 
 
 def _sha256(data: bytes) -> str:

@@ -203,6 +203,13 @@ def pretrain_data(data: TokensData, objective_cfg: TokenObjectiveConfig, seed: i
                         tokens_fingerprint=manifest_fingerprint(manifest))
 
 
+def trained_on_shards(state: dict[str, Any], fingerprint: str | None) -> bool:
+    """Whether a checkpoint's run trained on the token shards of manifest ``fingerprint`` (its ``config`` records
+    theirs); True for a checkpoint older than that record."""
+    trained = state.get("config", {}).get(TOKENS_FINGERPRINT_FIELD)
+    return trained is None or trained == fingerprint
+
+
 def check_run_vocabulary(init_from: str, model_sha256: str | None, read: str) -> None:
     """A one-line error when ``init_from``'s run was trained on another SentencePiece model than ``read``'s
     (:mod:`~training.data.kept_vocabulary`)."""

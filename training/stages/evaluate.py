@@ -18,7 +18,7 @@ from ..data.row_batches import row_set_eval_batches
 from ..data.token_index import TokenDataError
 from ..metrics_log import MetricsLogger
 from ..trainer import evaluate_model
-from .data_setup import TOKENS_FINGERPRINT_FIELD, check_run_vocabulary, pretrain_data
+from .data_setup import check_run_vocabulary, pretrain_data, trained_on_shards
 from .model_setup import check_model_settings, check_rows_fit, model_from_checkpoint
 from .run import start_run
 
@@ -53,9 +53,10 @@ def run_evaluate(cfg: TrainConfig) -> dict[str, Any]:
 def _check_trained_shards(cfg: TrainConfig, state: dict[str, Any], fingerprint: str | None) -> None:
     """A one-line error when ``data.tokens`` is the folder ``init_from`` trained on but holds other token shards
     now (tokenized again since): its split would be scored as the run's. Other folders are scored as asked."""
-    trained = state.get("config", {}).get(TOKENS_FINGERPRINT_FIELD)
+    if trained_on_shards(state, fingerprint):
+        return
     recorded = (recorded_settings(trained_run_folder(cfg.init_from)).get("data") or {}).get("tokens")
-    if trained in (None, fingerprint) or absolute_path(recorded) != absolute_path(cfg.data.tokens):
+    if absolute_path(recorded) != absolute_path(cfg.data.tokens):
         return
     raise TrainConfigError(f"data.tokens={cfg.data.tokens} holds other token shards than init_from={cfg.init_from} "
                            "was trained on (made again since): its split is not the run's; to score the model on "
