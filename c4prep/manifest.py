@@ -50,8 +50,11 @@ FORMAT_VERSION = 4
 MANIFEST_NAME = "manifest.json"
 STAGING_PREFIX = ".staging-"
 DATA_PREFIX = "data-"
-# the data folders commit_output names (a folder of the user's named data-backup-20231201 is not one)
-_DATA_DIR_RE = re.compile(r"data-\d{8}T\d{6}Z-[0-9a-f]{8}")
+# the folders new_staging_uri and commit_output name (a folder of the user's named data-backup-20231201 or
+# .staging-notes is not one)
+_RUN_STAMP = r"\d{8}T\d{6}Z-[0-9a-f]{8}"
+_STAGING_DIR_RE = re.compile(re.escape(STAGING_PREFIX) + _RUN_STAMP)
+_DATA_DIR_RE = re.compile(re.escape(DATA_PREFIX) + _RUN_STAMP)
 _UNREADABLE = object()  # repair_output's marker for a manifest that exists but cannot be read
 
 
@@ -385,7 +388,7 @@ def _remove_leftovers(output_uri: str, current: str | object | None) -> list[str
         name = info.base_name
         if info.type == pafs.FileType.Directory:
             stale_data = _DATA_DIR_RE.fullmatch(name) and current is not _UNREADABLE and name != current
-            if not (name.startswith(STAGING_PREFIX) or stale_data):
+            if not (_STAGING_DIR_RE.fullmatch(name) or stale_data):
                 continue
             delete = fs.delete_dir
         elif info.type == pafs.FileType.File:

@@ -395,11 +395,23 @@ def test_repair_output(tmp_path):
     orphan.mkdir()
     temp = out / f".{MANIFEST_NAME}.tmp-{'a' * 32}"  # an interrupted manifest write
     temp.write_text("partial")
-    (out / "data-backup-20231201").mkdir()  # a folder of the user's, named like one (it was deleted)
+    (out / "data-backup-20231201").mkdir()  # folders of the user's, named like ones (they were deleted)
+    (out / ".staging-notes").mkdir()
     assert sorted(repair_output(str(out))) == sorted([crashed, str(orphan), str(temp)])
-    assert _files(out) == [CARD_NAME, m.data_dir, "data-backup-20231201", MANIFEST_NAME]
+    assert _files(out) == [".staging-notes", CARD_NAME, m.data_dir, "data-backup-20231201", MANIFEST_NAME]
     assert read_manifest(str(out)).splits["train"].num_shards == 1
     assert repair_output(str(out)) == []
+
+
+def test_a_first_run_removes_only_what_a_killed_run_named(tmp_path):
+    """Before any manifest (``--output .`` in a project) the clean-up deleted every folder named ``.staging-*``."""
+    out = tmp_path / "project"
+    crashed, _ = _stage(out, {"train": 2})
+    for name in (".staging-notes", ".staging-2026", "data-backup-20231201"):
+        (out / name).mkdir()
+        (out / name / "keep.txt").write_text("the user's")
+    assert repair_output(str(out)) == [crashed]
+    assert _files(out) == [".staging-2026", ".staging-notes", "data-backup-20231201"]
 
 
 class _UndeletableFolders:

@@ -219,7 +219,7 @@ def test_shuffled_duplicated_input_gives_identical_shards(sample_run, tmp_path, 
 def test_rerun_replaces_previous_output(tmp_path, webdata):
     output = tmp_path / "out"
     run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=3))
-    (output / ".staging-crashed-run").mkdir()  # what a crashed run leaves behind
+    (output / ".staging-20260101T000000Z-0123abcd").mkdir()  # what a crashed run leaves behind
     run_c4(RunConfig(output=str(output), inputs=[str(webdata / SAMPLE_NAME)], num_shards=None,
                      allow_other_settings=True))
     data_dir = read_manifest(str(output)).data_dir

@@ -33,7 +33,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 def test_what_the_block_staged_is_described_and_published(tmp_path):
     output = tmp_path / "out"
-    (output / ".staging-killed-run").mkdir(parents=True)  # what a killed run left: repaired first
+    (output / ".staging-20260101T000000Z-0123abcd").mkdir(parents=True)  # what a killed run left: repaired first
     infos, published = _publish(output, 3, "first")
     assert [info.name for info in infos] == [shard_name("train", index, 3) for index in range(3)]  # by name
     assert sorted(path.name for path in output.iterdir()) == [CARD_NAME, published.data_dir, MANIFEST_NAME]
