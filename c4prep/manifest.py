@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar, get_type_hints
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -159,15 +159,17 @@ class Manifest:
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
             raise ManifestError(f"not a {FORMAT} manifest (format: {found!r})")
-        version = doc.get("format_version")
+        if "format_version" not in doc:
+            raise ManifestError("missing field 'format_version'")
+        version = doc["format_version"]
         if not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
             raise ManifestError(f"unsupported format_version {version!r}: c4prep {__version__} "
                                 f"reads versions 1..{FORMAT_VERSION}; upgrade c4prep")
         try:
             manifest = cls(
                 schema_ipc=doc["schema"]["ipc_base64"],
-                splits={name: SplitInfo(**info) for name, info in doc["splits"].items()},
-                shards=[ShardEntry(**shard) for shard in doc["shards"]],
+                splits={name: _entry(SplitInfo, info, f"split {name!r}") for name, info in doc["splits"].items()},
+                shards=[_entry(ShardEntry, shard, f"shard {index}") for index, shard in enumerate(doc["shards"])],
                 config=doc["config"],
                 counters=doc["counters"],
                 extra=doc["extra"],
@@ -190,6 +192,25 @@ class Manifest:
             raise ManifestError(f"shard_format {manifest.shard_format!r} is not one of {', '.join(SUFFIXES)}")
         _check_listing(manifest)  # each shard's name, of that format
         return manifest
+
+
+_Entry = TypeVar("_Entry", SplitInfo, ShardEntry)
+
+
+def _entry(kind: type[_Entry], value: Any, where: str) -> _Entry:
+    """A split's or shard's entry from its JSON object: a :class:`ManifestError` naming the first field that is
+    missing, unknown or not of its type."""
+    if not isinstance(value, dict):
+        raise ManifestError(f"{where} is not an object")
+    types = get_type_hints(kind)
+    for name in (*types, *value):
+        if name not in types:
+            raise ManifestError(f"{where} has an unknown field {name!r}")
+        if name not in value:
+            raise ManifestError(f"{where} lacks the field {name!r}")
+        if type(value[name]) is not types[name]:  # neither a bool for an int nor "4" for 4
+            raise ManifestError(f"{where} gives {name} {value[name]!r}, which is not of type {types[name].__name__}")
+    return kind(**value)
 
 
 def _shard_entry(info: ShardInfo, shard_format: str) -> ShardEntry:
@@ -237,8 +258,6 @@ def _check_listing(manifest: Manifest) -> None:
         totals = _split_totals(manifest.shards, manifest.splits)
     except ValueError as e:
         raise ManifestError(str(e)) from None
-    except TypeError as e:  # a count or size that is not a number
-        raise ManifestError(f"malformed content (TypeError: {e})") from None
     for split, total in totals.items():
         if split not in manifest.splits:
             raise ManifestError(f"shards of split {split!r} are listed, but 'splits' lacks it")

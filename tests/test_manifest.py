@@ -134,7 +134,12 @@ def _doc() -> dict:
     (lambda d: d.update(data_dir="../../elsewhere"), "not a data folder name"),
     (lambda d: d.update(data_dir="data-x/../.."), "not a data folder name"),
     (lambda d: d.pop("shards"), "missing field 'shards'"),
-    (lambda d: d["shards"][0].pop("sha256"), "malformed"),
+    (lambda d: d.pop("format_version"), "^missing field 'format_version'$"),
+    (lambda d: d["shards"][0].pop("sha256"), "^shard 0 lacks the field 'sha256'$"),
+    (lambda d: d["shards"][0].update(mirror="x"), "^shard 0 has an unknown field 'mirror'$"),
+    (lambda d: d["shards"][0].update(num_bytes=True), "^shard 0 gives num_bytes True, which is not of type int$"),
+    (lambda d: d["splits"]["train"].update(num_shards=1.0), "^split 'train' gives num_shards 1.0, which is not of"),
+    (lambda d: d["shards"].append(["train"]), "^shard 1 is not an object$"),
     (lambda d: d["schema"].update(ipc_base64="not base64!"), "malformed"),
     (lambda d: d["schema"]["fields"][0].update(type="int32"), "do not match"),
 ])
@@ -185,7 +190,7 @@ def _mix_counts(doc: dict) -> None:
     (lambda d: d["shards"][2].update(name=d["shards"][1]["name"]),
      r"the entry of shard 'train-00001-of-00003\.arrow' gives split 'train', index 2 and count 3, which are not"),
     (_mix_counts, "split 'train' mixes shards of counts 3, 4"),
-    (lambda d: d["shards"][0].update(num_rows="4"), "malformed content"),
+    (lambda d: d["shards"][0].update(num_rows="4"), "shard 0 gives num_rows '4', which is not of type int"),
 ])
 def test_a_manifest_listing_other_shards_than_its_splits_is_refused(tmp_path, mutate, match):
     """A hand-edited manifest listing a shard twice, or not at all, or totals its shards do not add up to was read,
