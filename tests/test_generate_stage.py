@@ -12,6 +12,7 @@ import torch
 from click.testing import CliRunner
 
 from c4prep.cli import main as c4prep_main
+from c4prep.manifest import read_manifest
 from c4prep.training.checkpoint import load_checkpoint, save_checkpoint
 from c4prep.training.cli import main
 from c4prep.training.config import load_config
@@ -311,3 +312,17 @@ def test_another_size_preset_is_named_by_its_size(gpt_run, tmp_path, capsys):
                  *QUIET]) == 2
     assert (f"init_from={gpt_run} holds a model with size='gpt_tiny', the model settings give 'gpt_nano'"
             in capsys.readouterr().err)
+
+
+def test_a_token_run_whose_shards_are_gone_generates_with_its_vocabulary(t5_run, sample_tokens, tmp_path, capsys):
+    """Deleting the token shards, their vocabulary kept, left no way to sample the run: the error named only
+    `c4prep tokenize`. It now says how, and the vocabulary alone gives the same samples."""
+    settings = [PROMPTS, "generate.greedy=true", "generate.max_tokens=5"]
+    gone = tmp_path / "deleted-tokens"
+    assert main(["stage=generate", f"init_from={t5_run}", f"output_dir={tmp_path / 'x'}", f"data.tokens={gone}",
+                 *QUIET, *settings]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "; or give the vocabulary they were tokenized with: data=text_to_text data.vocab=<vocabulary folder>")
+    model_file = read_manifest(str(sample_tokens)).extra["vocabulary"]["model"]
+    assert generate(t5_run, tmp_path / "vocab", *settings, "data=text_to_text", f"data.vocab={model_file}") == \
+        generate(t5_run, tmp_path / "shards", *settings)

@@ -29,6 +29,7 @@ from ..config_groups import GenerateConfig, TrainConfig
 from ..config_runs import trained_run_folder
 from ..data.char_vocabulary import CharVocabError, CharVocabulary, kept_char_vocabulary
 from ..data.sentence_files import SentenceDataError, WordVocabulary
+from ..data.token_index import TokenDataError
 from ..models.gpt import GPT
 from ..trainer import autocast
 from .data_setup import CHAR_TEXT_KEYS, check_run_vocabulary, load_vocabulary, read_text, token_vocabulary
@@ -57,7 +58,11 @@ def run_vocabulary(cfg: TrainConfig) -> PromptVocabulary:
     ``data.corpus`` (character data), else the run folder's ``word_vocabulary.json`` (``sentences``)."""
     data = cfg.data
     if data.kind == "tokens":
-        vocab = token_vocabulary(data.tokens)
+        try:
+            vocab = token_vocabulary(data.tokens)
+        except TokenDataError as error:  # shards deleted or moved: their vocabulary alone does
+            raise TrainConfigError(f"{error}; or give the vocabulary they were tokenized with: data=text_to_text "
+                                   "data.vocab=<vocabulary folder>") from None
         check_run_vocabulary(cfg.init_from, vocab.model_sha256, f"data.tokens={data.tokens}")
         return piece_vocabulary(vocab)
     if data.kind == "text_to_text":
