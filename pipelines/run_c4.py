@@ -1,13 +1,14 @@
 """Driver of the C4 pipeline: check the inputs, build and run the Beam job, commit shards and manifest."""
 from __future__ import annotations
 
+import codecs
 import functools
 import hashlib
 import os
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -231,16 +232,40 @@ def url_lists_sha256(config: RunConfig) -> list[str]:
             raise InputError(f"--webtext-urls {url_list} does not exist: give a file of URLs, one per line")
         try:
             with FileSystems.open(url_list) as urls:
-                data = urls.read()
-            data.decode("utf-8")
+                digests.append(_utf8_text_sha256(urls))
         except IsADirectoryError:
             raise InputError(f"--webtext-urls {url_list} is a folder: give a file of URLs, one per line") from None
-        except UnicodeDecodeError as error:
-            line = data.count(b"\n", 0, error.start) + 1
-            raise InputError(f"--webtext-urls {url_list} is not UTF-8 text (line {line:,}, byte {error.start:,}): give "
-                             "a UTF-8 text file of URLs, one per line") from None
-        digests.append(hashlib.sha256(data).hexdigest())
+        except _NotUtf8 as error:
+            raise InputError(f"--webtext-urls {url_list} is not UTF-8 text (line {error.line:,}, byte {error.byte:,}): "
+                             "give a UTF-8 text file of URLs, one per line") from None
     return digests
+
+
+class _NotUtf8(ValueError):
+    """Where a stream stops being UTF-8: its 1-based ``line`` and 0-based ``byte``."""
+
+    def __init__(self, line: int, byte: int) -> None:
+        super().__init__(f"not UTF-8 at line {line}, byte {byte}")
+        self.line, self.byte = line, byte
+
+
+def _utf8_text_sha256(stream: BinaryIO, chunk_size: int = 1 << 20) -> str:
+    """The SHA-256 of ``stream``'s bytes, read a chunk at a time (a URL list of millions of lines is never held
+    whole); a :class:`_NotUtf8` at the first byte that is not UTF-8 text."""
+    digest, decoder = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")()
+    read = lines = 0  # bytes read and the newlines among them
+    while True:
+        chunk = stream.read(chunk_size)
+        pending = decoder.getstate()[0]  # the start of a character the last chunk cut: no newline
+        try:
+            decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as error:
+            data = pending + chunk
+            raise _NotUtf8(lines + data.count(b"\n", 0, error.start) + 1, read - len(pending) + error.start) from None
+        if not chunk:
+            return digest.hexdigest()
+        digest.update(chunk)
+        read, lines = read + len(chunk), lines + chunk.count(b"\n")
 
 
 def input_hashes(config: RunConfig, files: list[str]) -> dict[str, Any]:

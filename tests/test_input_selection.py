@@ -2,6 +2,8 @@
 filesystem reads, options that would be ignored, a variant file that is not YAML. Each is one line with exit 2, and
 the output folder is left alone; a listed path that does not exist is a counted input problem."""
 import gzip
+import hashlib
+import io
 import shutil
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from click.testing import CliRunner
 
 from c4prep.cli import main
 from c4prep.manifest import read_manifest
+from c4prep.pipelines.run_c4 import _NotUtf8, _utf8_text_sha256
 
 SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 
@@ -157,3 +160,26 @@ def test_a_pattern_given_twice_is_read_once(tmp_path, webdata):
                                        "--num-shards", "1", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert read_manifest(str(tmp_path / "out")).counters["read-input"] == {"files": 1, "records": 335}
+
+
+@pytest.mark.parametrize("data", [
+    "https://example.org/\nhttps://example.org/café\n".encode(),
+    "https://example.org/\nhttps://example.org/café\n".encode("latin-1"),  # é alone: not UTF-8
+    "https://a.org/€\nhttps://b.org/\n".encode()[:-18],  # cut inside the €: not UTF-8 at its end
+    "ok\n\nhttps://b.org/€€".encode() + b"\xed\xa0\x80\n",  # a surrogate half
+])
+def test_url_lists_are_hashed_and_checked_a_chunk_at_a_time(data):
+    """The whole list was read into memory (the real OpenWebText lists hold millions of URLs); read in chunks of
+    any size, a multi-byte character cut by a chunk is whole again, and a byte that is not UTF-8 is placed as in
+    the whole list."""
+    try:
+        data.decode("utf-8")
+        expected = hashlib.sha256(data).hexdigest()
+    except UnicodeDecodeError as error:
+        expected = (data.count(b"\n", 0, error.start) + 1, error.start)
+    for chunk_size in (1, 2, 3, 5, 1 << 20):
+        try:
+            found = _utf8_text_sha256(io.BytesIO(data), chunk_size)
+        except _NotUtf8 as error:
+            found = (error.line, error.byte)
+        assert found == expected, chunk_size
