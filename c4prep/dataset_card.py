@@ -29,7 +29,10 @@ _FORMAT_TEXT = {
 }
 _ARROW_FILE_TEXT = "Arrow IPC file format, uncompressed (memory-mappable)"  # `arrow` before manifest format 4
 _SIZES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
-          (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
+          (10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B"),
+          (10_000_000_000, "1B<n<10B"), (100_000_000_000, "10B<n<100B"), (1_000_000_000_000, "100B<n<1T")]
+_TYPELESS_TEXT = ("JSON Lines carry no types: readers infer them (`load_dataset` reads integers as int64, and a "
+                  "`timestamp` string as a timestamp where it can); the types above are the files' as written.")
 _LICENCE = """\
 The text comes from web pages crawled by Common Crawl: it belongs to its authors, and its use is subject to the
 [Common Crawl terms of use](https://commoncrawl.org/terms-of-use). The header declares ODC-BY 1.0, the licence under
@@ -43,7 +46,8 @@ def _format_text(manifest: Manifest) -> str:
 
 
 def _size_category(rows: int) -> str:
-    return next((name for limit, name in _SIZES if rows < limit), "n>1B")
+    """The Hub's ``size_categories`` tag for ``rows``."""
+    return next((name for limit, name in _SIZES if rows < limit), "n>1T")
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
@@ -54,7 +58,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
 
 def _front_matter(manifest: Manifest, title: str) -> str:
     paths: dict[str, list[str]] = {}
-    for shard in manifest.shards:
+    for shard in (shard for shard in manifest.shards if shard.num_rows):  # datasets fails on an empty file before others
         paths.setdefault(shard.split, []).append(f"{manifest.data_dir}/{shard.name}" if manifest.data_dir
                                                  else shard.name)
     header: dict[str, Any] = {
@@ -113,12 +117,16 @@ def dataset_card(manifest: Manifest) -> str:
     lines = [_front_matter(manifest, title), f"# {title}", "", *body, "", "## Splits", ""]
     lines += _table(("split", "rows", "files", "bytes"), [(split, info.num_rows, info.num_shards, info.num_bytes)
                                                           for split, info in manifest.splits.items()])
-    lines += ["", "A split without rows has no file.", "", "## Format", "",
+    lines += ["", "A split without rows has no file. The header lists the files that hold rows (`load_dataset` fails "
+                  "on an empty Parquet or JSON Lines file listed before others); `manifest.json` lists them all.", "",
+              "## Format", "",
               f"{_format_text(manifest)}, written by c4prep {manifest.package_version} on "
               f"{manifest.created}. Row order and bytes do not depend on the runner or the worker count. "
               "`manifest.json` lists every file with its size and SHA-256.", "",
               "```python", "from datasets import load_dataset", "dataset = load_dataset(FOLDER_OR_REPO_ID)", "```", ""]
     lines += _table(("field", "type"), [(f"`{field.name}`", f"`{field.type}`") for field in schema])
+    if manifest.shard_format == "jsonl.gz":
+        lines += ["", _TYPELESS_TEXT]
     description = (schema.metadata or {}).get(b"description")
     if description:
         lines += ["", description.decode("utf-8")]

@@ -2,6 +2,7 @@
 on every run, hashes checked by the readers, no shard for a split without rows, `datasets.load_dataset(FOLDER)`
 through the dataset card, and the card's content."""
 import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from c4prep.cli import main
+from c4prep.dataset_card import _size_category
 from c4prep.manifest import SplitInfo, manifest_fingerprint, read_listed_shard, read_manifest
 from c4prep.schemas import DOCUMENT_SCHEMA
 from c4prep.tokenization.train_vocab import VocabConfig, train_vocabulary
@@ -163,7 +165,8 @@ def test_the_token_card_names_the_corpus_and_the_vocabulary(documents, tokens):
     assert header["configs"][0]["data_files"][0]["path"] == [f"{manifest.data_dir}/{s.name}" for s in manifest.shards]
     vocabulary = manifest.extra["vocabulary"]
     for text in [manifest_fingerprint(read_manifest(str(documents["arrow"]))), vocabulary["model_sha256"],
-                 "1,100 ids (100 sentinels)", "JSON Lines, gzip-compressed", "| `ids` | `list<item: uint16>` |"]:
+                 "1,100 ids (100 sentinels)", "JSON Lines, gzip-compressed", "| `ids` | `list<item: uint16>` |",
+                 "JSON Lines carry no types: readers infer them"]:
         assert text in body, text
 
 
@@ -179,3 +182,32 @@ def test_load_dataset_reads_the_folder(documents, tokens, tmp_path, monkeypatch,
         rows = [row for name, table in _tables(folder).items() if name.startswith("train-") for row in table]
         assert loaded["train"].num_rows == len(rows) > 50
         assert loaded["train"]["url"] == [row["url"] for row in rows]  # the manifest's order
+
+
+@pytest.mark.parametrize("shard_format", OTHER_FORMATS)
+def test_load_dataset_reads_a_folder_with_empty_shards(webdata, tmp_path, monkeypatch, shard_format):
+    """A split of fewer rows than shards keeps its empty shards; datasets 5 failed on an empty Parquet or JSON
+    Lines file listed before another (IndexError), so the card lists the files that hold rows."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    datasets = pytest.importorskip("datasets")
+    folder = tmp_path / "en"
+    result = _invoke("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(folder), "--num-shards", "100",
+                     "--format", shard_format, "--no-progress")
+    assert result.exit_code == 0, result.output
+    manifest = read_manifest(str(folder))
+    listed = _card(folder)[0]["configs"][0]["data_files"][0]["path"]
+    assert listed == [f"{manifest.data_dir}/{shard.name}" for shard in manifest.shards if shard.num_rows]
+    assert 0 < len(listed) < manifest.splits["train"].num_shards == 100
+    loaded = datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "cache"))
+    rows = [row for table in _tables(folder).values() for row in table]
+    assert loaded["train"]["url"] == [row["url"] for row in rows]
+
+
+@pytest.mark.parametrize("rows,category", [(999, "n<1K"), (999_999_999, "100M<n<1B"), (1_000_000_000, "1B<n<10B"),
+                                           (156_000_000_000, "100B<n<1T"), (10**12, "n>1T")])
+def test_the_size_category_is_one_the_hub_knows(rows, category):
+    """A corpus of a billion rows or more was tagged `n>1B`, which is not one of the Hub's categories."""
+    datasets = pytest.importorskip("datasets")
+    known = json.loads((Path(datasets.__file__).parent / "utils/resources/size_categories.json").read_text())
+    assert _size_category(rows) == category and category in known
