@@ -422,6 +422,22 @@ def test_token_shards_without_sentinels_and_a_model_too_big_for_memory_are_one_l
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("setting, message", [
+    ("+model.d_model=-5", "d_model must be >= 1, got -5"),  # a negative dimension in torch.empty
+    ("+model.num_heads=0", "num_heads must be >= 1, got 0"),  # ZeroDivisionError in the initialisation
+    ("+model.num_layers=0", "num_layers must be >= 1, got 0"),  # trained a model of no layers, exit 0
+    ("+model.relative_attention_num_buckets=3",  # ZeroDivisionError in the position buckets
+     "relative_attention_num_buckets must be >= 4 and relative_attention_max_distance > half of it, got 3 and 128"),
+    ("+model.relative_attention_max_distance=16",  # log(16 / 16) = 0 divides the position buckets
+     "relative_attention_num_buckets must be >= 4 and relative_attention_max_distance > half of it, got 32 and 16"),
+])
+def test_t5_sizes_that_give_no_model_are_one_line(sample_tokens, tmp_path, capsys, setting, message):
+    """A GPT's sizes were checked, a T5's not: each of these was a traceback of some 60 lines, or a run."""
+    assert train(sample_tokens, tmp_path, setting) == 2
+    assert one_line_error(capsys).endswith(message)
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("overrides, message", [
     (["seed=-1"], "seed must be >= 0, got -1"),
     (["experiment=shakespeare_char", "trainer.max_steps=abc"], "trainer.max_steps='abc' must be of type int"),

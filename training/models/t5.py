@@ -62,6 +62,19 @@ class T5Config:
     attention_impl: Literal["dense", "flex"] = "dense"
 
     def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "d_kv", "d_ff", "num_layers", "num_decoder_layers", "num_heads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        buckets, distance = self.relative_attention_num_buckets, self.relative_attention_max_distance
+        if buckets < 4 or distance <= buckets // 2:  # the encoder's direction needs 1 exact bucket and 1 log-spaced
+            raise ValueError(f"relative_attention_num_buckets must be >= 4 and relative_attention_max_distance "
+                             f"> half of it, got {buckets} and {distance}")
+        if self.adapter_dim < 0:
+            raise ValueError(f"adapter_dim must be >= 0 (0: no adapters), got {self.adapter_dim}")
+        if not 0.0 <= self.dropout_rate < 1.0:
+            raise ValueError(f"dropout_rate must be in [0, 1), got {self.dropout_rate}")
+        if self.layer_norm_epsilon <= 0:
+            raise ValueError(f"layer_norm_epsilon must be > 0, got {self.layer_norm_epsilon}")
         if self.feed_forward not in ("relu", "gated-gelu"):
             raise ValueError(f"feed_forward must be 'relu' or 'gated-gelu', got {self.feed_forward!r}")
         if self.attention_impl not in ("dense", "flex"):
