@@ -224,8 +224,35 @@ def test_a_hydra_setting_is_refused(capsys):
 def test_an_unknown_flag_says_what_train_takes(flag, capsys):
     """Hydra's flags were a lexer error: "bad override: LexerNoViableAltException: --cfg"."""
     assert main([flag, "job"]) == 2
+    sweep = " (it runs no Hydra sweeps: run it once per value, each with its own output_dir)" if "m" in flag else ""
     assert one_line_error(capsys) == (f"train: error: unknown option {flag}: train takes key=value overrides, "
-                                      "--print-config (the settings a run would use), --debug and --help")
+                                      f"--print-config (the settings a run would use), --debug and --help{sweep}")
+
+
+SCHEDULES = "constant, cosine, inverse_sqrt, linear, mingpt_cosine"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["=3"], "override '=3' names no setting: write key=value (e.g. trainer.max_steps=100)"),
+    (["model=null"], "model=null leaves the run without a model, which every run needs: choose one with "
+                     "model=<option> (adavae, gpt1, gpt_a5, gpt_nano, gpt_tiny, t5_base, t5_small, t5_tiny, "
+                     "t5_v1_0_base, t5_v1_0_small, t5_v1_0_tiny)"),
+    (["~schedule"], "~schedule leaves the run without a schedule, which every run needs: choose one with "
+                    f"schedule=<option> ({SCHEDULES})"),
+    (["experiment=null"], "experiment=null: no preset is the default; leave the override out"),
+    (["trainer.max_steps", "=", "3"], "override 'trainer.max_steps' has no '=': write key=value, with no spaces "
+                                      "around '='"),
+    (["~trainer.max_steps"], "bad override: ~trainer.max_steps removes a setting that others use: set it with "
+                             "trainer.max_steps=VALUE instead"),
+    (["optimizer.lr=1e-3,2e-3"], "bad override: Ambiguous value for argument 'optimizer.lr=1e-3,2e-3': write a list "
+                                 "as [a,b] and a string with commas quoted ('a,b'); train runs no sweeps: run it once "
+                                 "per value, each with its own output_dir"),
+])
+def test_an_override_hydra_cannot_apply_is_one_line_saying_what_to_write(overrides, message, capsys):
+    """`=3`, `model=null`, `data=null`, `~model` and `experiment=null` were tracebacks (exit 1); the others named
+    the parser's state or a key, not the mistake."""
+    assert main(["--print-config", *overrides]) == 2
+    assert one_line_error(capsys) == f"train: error: {message}"
 
 
 @pytest.fixture

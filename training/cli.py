@@ -70,8 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = [a for a in args if a not in ("--print-config", "--debug")]
     unknown = next((a for a in args if a.startswith("-")), None)
     if unknown is not None:  # Hydra's own flags (--cfg, --multirun, -m) included: `train` composes, it runs no app
+        sweep = " (it runs no Hydra sweeps: run it once per value, each with its own output_dir)" \
+            if unknown in ("-m", "--multirun") else ""
         _report("error", ValueError(f"unknown option {unknown}: train takes key=value overrides, --print-config "
-                                    "(the settings a run would use), --debug and --help"), debug)
+                                    f"(the settings a run would use), --debug and --help{sweep}"), debug)
         return 2
     main_rank = launched_rank() == 0  # under torchrun the others say only what goes wrong
     logging.basicConfig(level=logging.INFO if main_rank else logging.WARNING, format="%(message)s")

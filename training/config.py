@@ -47,6 +47,13 @@ def _one_line(error: Exception, overrides: Sequence[str]) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     options = [line for line in lines[1:] if not line.startswith(("Config search path", "provider="))]
     text = lines[0] if lines else type(error).__name__
+    removed = re.match(r"Interpolation key '([^']+)' not found", text)
+    if text.startswith("Ambiguous value"):
+        text += (": write a list as [a,b] and a string with commas quoted ('a,b'); train runs no sweeps: run it once "
+                 "per value, each with its own output_dir")
+    elif removed and f"~{removed.group(1)}" in overrides:
+        text = (f"~{removed.group(1)} removes a setting that others use: set it with {removed.group(1)}=VALUE "
+                "instead")
     if "Available options" in " ".join(options):
         text += " (available: " + ", ".join(o for o in options if "Available options" not in o) + ")"
     elif len(lines) > 1 and lines[1].startswith("To append"):
@@ -111,9 +118,30 @@ def _max_steps_fraction(fraction: float, *, _root_: DictConfig) -> int | None:
 OmegaConf.register_new_resolver("max_steps_fraction", _max_steps_fraction, replace=True)
 
 
+def _check_override_forms(overrides: Sequence[str]) -> None:
+    """One line for an override Hydra cannot apply and would answer with a traceback (``=3``, ``model=null``,
+    ``~model``) or a parser's riddle (``trainer``, the ``trainer.max_steps`` of ``trainer.max_steps = 3``)."""
+    for override in overrides:
+        key, equals, value = override.partition("=")
+        name = key.lstrip("+~")
+        if not name:
+            raise TrainConfigError(f"override {override!r} names no setting: write key=value (e.g. "
+                                   "trainer.max_steps=100)")
+        if not equals and not key.startswith("~"):
+            raise TrainConfigError(f"override {override!r} has no '=': write key=value, with no spaces around '='")
+        if name in GROUP_SCHEMAS or name in ("optimizer", "schedule"):
+            if key.startswith("~") or value == "null":
+                options = ", ".join(sorted(path.stem for path in (config_dir() / name).glob("*.yaml")))
+                raise TrainConfigError(f"{override} leaves the run without a {name}, which every run needs: choose "
+                                       f"one with {name}=<option> ({options})")
+        if name == "experiment" and value == "null":
+            raise TrainConfigError("experiment=null: no preset is the default; leave the override out")
+
+
 def load_config(overrides: Sequence[str] = ()) -> TrainConfig:
     """Compose ``train.yaml`` with Hydra-style ``key=value`` / ``group=option`` overrides, then type and validate.
     A stage that uses a trained run (``config_runs.RUN_STAGES``) starts from ``init_from``'s run settings."""
+    _check_override_forms(overrides)
     hydra_setting = next((o for o in overrides if o.lstrip("+~").startswith(("hydra.", "hydra/", "hydra="))), None)
     if hydra_setting is not None:  # compose() accepts and ignores them
         raise TrainConfigError(f"{hydra_setting} does nothing: train composes its settings without running a Hydra "
