@@ -1,5 +1,6 @@
 """`train` on untrusted input: checkpoints never run code, damaged token shards are refused, errors are one line."""
 import dataclasses
+import fcntl
 import json
 import os
 import pathlib
@@ -419,6 +420,44 @@ def test_a_resume_into_a_folder_that_cannot_be_written_is_one_line(sample_tokens
     assert train(sample_tokens, tmp_path, "trainer.max_steps=2") == 2
     assert one_line_error(capsys) == (f"train: error: output_dir={tmp_path / 'run'} cannot be the run folder: "
                                       f"Read-only file system ({tmp_path / 'run'}); give a folder that can be written")
+
+
+def test_a_run_folder_another_train_writes_is_refused_and_free_once_a_run_ends(sample_tokens, tmp_path, capsys):
+    """Two runs into one output_dir both exited 0, their metrics.jsonl rows interleaved, the checkpoints and
+    config.yaml of whichever wrote last. The run holds a lock on its folder (as `train` in another process does)."""
+    assert train(sample_tokens, tmp_path) == 0
+    steps = (tmp_path / "run" / "metrics.jsonl").read_text()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fcntl.flock(os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY), fcntl.LOCK_EX)\n"
+                               "print('held', flush=True)\ntime.sleep(60)", str(tmp_path / "run")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert train(sample_tokens, tmp_path, "trainer.max_steps=2") == 2
+        assert one_line_error(capsys) == (f"train: error: another `train` is writing output_dir={tmp_path / 'run'}: "
+                                          "wait for it to end, or give another output_dir")
+        assert (tmp_path / "run" / "metrics.jsonl").read_text() == steps
+    finally:
+        holder.kill()
+        holder.wait()
+    assert train(sample_tokens, tmp_path, "trainer.max_steps=2") == 0  # resumed: the lock went with its holder
+    folder = os.open(tmp_path / "run", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)  # and the run let go of it when it ended
+    finally:
+        os.close(folder)
+
+
+@pytest.mark.parametrize("setting", ["trainer.global_batch_size=7", "resume=must"])
+def test_a_run_refused_before_it_starts_leaves_no_folder_it_made(sample_tokens, tmp_path, capsys, setting):
+    """A new output_dir refused for a bad setting kept a config.yaml recording it, and vocabulary.sha256."""
+    assert train(sample_tokens, tmp_path, setting) == 2
+    one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
+    assert train(sample_tokens, tmp_path) == 0
+    record = sorted(path.name for path in (tmp_path / "run").iterdir())
+    assert train(sample_tokens, tmp_path, "trainer.global_batch_size=7") == 2  # a run's folder stays as it was
+    assert sorted(path.name for path in (tmp_path / "run").iterdir()) == record
 
 
 def test_an_output_dir_that_cannot_be_a_folder_is_one_line(sample_tokens, tmp_path, capsys):

@@ -16,6 +16,7 @@ from .checkpoint import CheckpointError
 from .config import TrainConfigError, config_dir, load_config, to_yaml
 from .data.token_index import TokenDataError
 from .distributed import launched_rank, shutdown_distributed
+from .run_lock import release_run_folders
 from .trainer import TrainingDiverged
 
 USAGE = """usage: train [--print-config] [--debug] [group=option ...] [key=value ...]
@@ -98,12 +99,14 @@ def _run(args: list[str], print_only: bool, debug: bool, main_rank: bool) -> int
 
         summary = run_stage(cfg)
     except USER_ERRORS as error:
+        release_run_folders(refused=True)
         _report("error", error, debug)
         return 2
     except TrainingDiverged as error:
         _report("stopped", error, debug)
         return 1
     finally:
+        release_run_folders()
         shutdown_distributed()
     if main_rank:
         print(json.dumps({k: v for k, v in summary.items() if k != "losses"}, default=str))
