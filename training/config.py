@@ -129,11 +129,17 @@ def _check_override_forms(overrides: Sequence[str]) -> None:
                                    "trainer.max_steps=100)")
         if not equals and not key.startswith("~"):
             raise TrainConfigError(f"override {override!r} has no '=': write key=value, with no spaces around '='")
+        group = name.split(".")[0]
+        options = ", ".join(sorted(path.stem for path in (config_dir() / group).glob("*.yaml")))
         if name in GROUP_SCHEMAS or name in ("optimizer", "schedule"):
             if key.startswith("~") or value == "null":
-                options = ", ".join(sorted(path.stem for path in (config_dir() / name).glob("*.yaml")))
                 raise TrainConfigError(f"{override} leaves the run without a {name}, which every run needs: choose "
                                        f"one with {name}=<option> ({options})")
+            if value.startswith("["):
+                raise TrainConfigError(f"{override} picks several; a run has one {name}: choose one ({options})")
+        if group in ("model", "data") and name == f"{group}.{GROUP_SCHEMAS[group][0]}":
+            raise TrainConfigError(f"{name} follows the {group}=<option> a run picks: pick the {group} there "
+                                   f"({options})")
         if name == "experiment" and value == "null":
             raise TrainConfigError("experiment=null: no preset is the default; leave the override out")
 
