@@ -118,6 +118,11 @@ def _max_steps_fraction(fraction: float, *, _root_: DictConfig) -> int | None:
 OmegaConf.register_new_resolver("max_steps_fraction", _max_steps_fraction, replace=True)
 
 
+def _options(group: str) -> str:
+    """The options of a config group, as a message lists them."""
+    return ", ".join(sorted(path.stem for path in (config_dir() / group).glob("*.yaml")))
+
+
 def _check_override_forms(overrides: Sequence[str]) -> None:
     """One line for an override Hydra cannot apply and would answer with a traceback (``=3``, ``model=null``,
     ``~model``) or a parser's riddle (``trainer``, the ``trainer.max_steps`` of ``trainer.max_steps = 3``)."""
@@ -130,16 +135,16 @@ def _check_override_forms(overrides: Sequence[str]) -> None:
         if not equals and not key.startswith("~"):
             raise TrainConfigError(f"override {override!r} has no '=': write key=value, with no spaces around '='")
         group = name.split(".")[0]
-        options = ", ".join(sorted(path.stem for path in (config_dir() / group).glob("*.yaml")))
         if name in GROUP_SCHEMAS or name in ("optimizer", "schedule"):
             if key.startswith("~") or value == "null":
                 raise TrainConfigError(f"{override} leaves the run without a {name}, which every run needs: choose "
-                                       f"one with {name}=<option> ({options})")
+                                       f"one with {name}=<option> ({_options(name)})")
             if value.startswith("["):
-                raise TrainConfigError(f"{override} picks several; a run has one {name}: choose one ({options})")
+                raise TrainConfigError(f"{override} picks several; a run has one {name}: choose one "
+                                       f"({_options(name)})")
         if group in ("model", "data") and name == f"{group}.{GROUP_SCHEMAS[group][0]}":
             raise TrainConfigError(f"{name} follows the {group}=<option> a run picks: pick the {group} there "
-                                   f"({options})")
+                                   f"({_options(group)})")
         if name == "experiment" and value == "null":
             raise TrainConfigError("experiment=null: no preset is the default; leave the override out")
 
