@@ -459,6 +459,10 @@ def test_a_run_refused_before_it_starts_leaves_no_folder_it_made(sample_tokens, 
     assert train(sample_tokens, tmp_path, setting) == 2
     one_line_error(capsys)
     assert list(tmp_path.iterdir()) == []
+    assert main([f"data.tokens={sample_tokens}", f"output_dir={tmp_path / 'runs' / 'new' / 'run'}", *TINY,
+                 setting]) == 2  # nor the folders it made for it
+    one_line_error(capsys)
+    assert list(tmp_path.iterdir()) == []
     assert train(sample_tokens, tmp_path) == 0
     record = sorted(path.name for path in (tmp_path / "run").iterdir())
     assert train(sample_tokens, tmp_path, "trainer.global_batch_size=7") == 2  # a run's folder stays as it was

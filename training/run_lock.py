@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,14 +17,23 @@ from .config_errors import TrainConfigError
 class _Held:
     descriptor: int
     record_files: frozenset[str]  # what this run wrote into a folder it made, and may remove again; empty otherwise
+    made_parents: tuple[Path, ...]  # the folders it made above that one, nearest first
 
 
 _held: dict[Path, _Held] = {}  # the run folders this process holds
 
 
-def hold_run_folder(run_dir: Path, made_with: Iterable[str] = ()) -> None:
+def missing_folders(run_dir: Path) -> list[Path]:
+    """``run_dir`` and each of its parents that does not exist, ``run_dir`` first."""
+    folders = [run_dir.absolute()]
+    folders += folders[0].parents
+    return [folder for folder in folders if not folder.exists()]
+
+
+def hold_run_folder(run_dir: Path, made: Sequence[Path] = (), made_with: Iterable[str] = ()) -> None:
     """Lock ``run_dir`` (an existing folder) for this process, once; a one-line error while another process holds
-    it. ``made_with``: where this run made the folder, the names of the record files it writes first."""
+    it. ``made``: the folders this run made for it (:func:`missing_folders`); ``made_with``: the names of the record
+    files it writes first into the run folder."""
     key = run_dir.resolve()
     if key in _held:
         return
@@ -35,16 +44,20 @@ def hold_run_folder(run_dir: Path, made_with: Iterable[str] = ()) -> None:
         os.close(folder)
         raise TrainConfigError(f"another `train` is writing output_dir={run_dir}: wait for it to end, or give another "
                                "output_dir") from None
-    _held[key] = _Held(folder, frozenset(made_with))
+    _held[key] = _Held(folder, frozenset(made_with) if made else frozenset(), tuple(made[1:]))
 
 
 def release_run_folders(refused: bool = False) -> None:
     """Let other processes write the run folders this one held (at the end of the command); a ``refused`` run
-    first removes a folder it made that holds nothing but its record."""
+    first removes a folder it made that holds nothing but its record, and the folders it made above it while they
+    are empty."""
     while _held:
         folder, held = _held.popitem()
         if refused and held.record_files and {entry.name for entry in folder.iterdir()} <= held.record_files:
             for name in held.record_files:
                 (folder / name).unlink(missing_ok=True)
-            folder.rmdir()
+            for made in (folder, *held.made_parents):
+                if any(made.iterdir()):
+                    break
+                made.rmdir()
         os.close(held.descriptor)

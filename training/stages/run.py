@@ -36,7 +36,7 @@ from ..data.sentence_files import VOCABULARY_FILE as WORD_VOCABULARY_FILE
 from ..distributed import DistEnv, init_distributed, select_device
 from ..optim import build_optimizer, decay_groups
 from ..resume_settings import flat_settings, resume_conflicts
-from ..run_lock import hold_run_folder
+from ..run_lock import hold_run_folder, missing_folders
 from ..schedules import build_schedule
 from ..trainer import BatchLoss, Trainer
 from . import unread_settings
@@ -79,9 +79,9 @@ def start_run(cfg: TrainConfig) -> RunContext:
     starts_over = cfg.resume == "never" and holds_checkpoints(run_dir)
     if env.is_main:
         try:
-            made = not run_dir.exists()
+            made = missing_folders(run_dir)
             run_dir.mkdir(parents=True, exist_ok=True)
-            hold_run_folder(run_dir, (RUN_CONFIG, *RUN_FILES) if made else ())
+            hold_run_folder(run_dir, made, (RUN_CONFIG, *RUN_FILES))
             check_writable(str(run_dir))  # a resume into a read-only folder failed writing its run files
             if not (resuming or starts_over):  # theirs is recorded once the checkpoint is loaded or retired
                 record_settings(run_dir, cfg)
