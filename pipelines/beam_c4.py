@@ -22,6 +22,7 @@ from c4prep.staged_output import write_info_file
 
 from . import c4_rules, page_codec
 from .funnel import READ_NAMESPACE, WRITE_NAMESPACE
+from .list_files import list_item
 from .readers import ReadProblem, read_records
 from .records import Page, RawRecord
 
@@ -51,7 +52,7 @@ class ReadInputFiles(beam.PTransform):
                 pbegin
                 | "PathList" >> beam.Create([self.path_list])
                 | "ReadPathList" >> beam.io.ReadAllFromText(compression_type=CompressionTypes.AUTO)
-                | "PrefixPaths" >> beam.Map(lambda line: prefix + line.strip())
+                | "PrefixPaths" >> beam.Map(lambda line: prefix + list_item(line))
                 | "SkipBlankPaths" >> beam.Filter(lambda path: path != prefix)
             )
         else:
@@ -203,8 +204,8 @@ class JoinWebtextUrls(beam.PTransform):
             pages.pipeline
             | "UrlFiles" >> beam.Create(self.url_files)
             | "ReadUrls" >> beam.io.ReadAllFromText()
-            | "SkipBlankUrls" >> beam.Filter(lambda url: url.strip() != "")
-            | "NormalizeUrls" >> beam.Map(lambda url: (c4_rules.normalize_url(url.strip()), 1))
+            | "SkipBlankUrls" >> beam.Filter(lambda line: list_item(line) != "")
+            | "NormalizeUrls" >> beam.Map(lambda line: (c4_rules.normalize_url(list_item(line)), 1))
             | "CountListings" >> beam.CombinePerKey(sum)
         )
         keyed_pages = pages | "KeyByUrl" >> beam.Map(lambda page: (page.normalized_url, page))

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 import re
-import zlib
 
 from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
 
 from c4prep.shards import absolute_input, join_uri, shard_name
+
+from .list_files import LIST_READ_ERRORS, list_item, open_list_file
 
 
 class InputError(ValueError):
@@ -67,17 +68,17 @@ def listed_paths(path_list: str, prefix: str = "") -> list[str]:
     if not FileSystems.match([path_list])[0].metadata_list:
         raise InputError(f"--input-list {path_list} does not exist")
     try:
-        with FileSystems.open(path_list) as listing:
+        with open_list_file(path_list) as listing:
             text = listing.read().decode("utf-8")
     except IsADirectoryError:
         raise InputError(f"--input-list {path_list} is a folder: give a file with one input path per line "
                          "(or the folder as --input)") from None
     except UnicodeDecodeError:
         raise InputError(f"--input-list {path_list} is not a text file of input paths, one per line") from None
-    except (OSError, EOFError, zlib.error) as error:
-        raise InputError(f"cannot read --input-list {path_list} ({error}): give a text file of input paths, one "
-                         "per line (gzipped when its name ends in .gz)") from None
-    paths = [prefix + line.strip() for line in text.splitlines() if line.strip()]
+    except LIST_READ_ERRORS as error:
+        raise InputError(f"cannot read --input-list {path_list} ({error or type(error).__name__}): give a text file "
+                         "of input paths, one per line (gzipped when its name ends in .gz)") from None
+    paths = [prefix + list_item(line) for line in text.splitlines() if list_item(line)]
     if not paths:
         raise InputError(f"--input-list {path_list} names no path: give one input path per line")
     where = f"a path of --input-list {path_list}:"

@@ -46,6 +46,7 @@ from .input_selection import (
     matched_files,
     pattern_reading,
 )
+from .list_files import LIST_READ_ERRORS, open_list_file
 from .variants import BUNDLED, CorpusVariant, load_variant
 
 
@@ -231,10 +232,13 @@ def url_lists_sha256(config: RunConfig) -> list[str]:
         if not FileSystems.exists(url_list):
             raise InputError(f"--webtext-urls {url_list} does not exist: give a file of URLs, one per line")
         try:
-            with FileSystems.open(url_list) as urls:
+            with open_list_file(url_list) as urls:
                 digests.append(_utf8_text_sha256(urls))
         except IsADirectoryError:
             raise InputError(f"--webtext-urls {url_list} is a folder: give a file of URLs, one per line") from None
+        except LIST_READ_ERRORS as error:
+            raise InputError(f"cannot read --webtext-urls {url_list} ({error or type(error).__name__}): give a text "
+                             "file of URLs, one per line (gzipped when its name ends in .gz)") from None
         except _NotUtf8 as error:
             raise InputError(f"--webtext-urls {url_list} is not UTF-8 text (line {error.line:,}, byte {error.byte:,}): "
                              "give a UTF-8 text file of URLs, one per line") from None
