@@ -3,11 +3,14 @@ as the file's name says, read whole and checked by the driver before the job's w
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
+import hashlib
 import lzma
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -37,3 +40,38 @@ def open_list_file(path: str) -> Iterator[BinaryIO]:
         return
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw, decompressed(raw) as stream:
         yield stream
+
+
+class NotUtf8Text(ValueError):
+    """Where a list stops being UTF-8 text: its 1-based ``line`` and 0-based ``byte``."""
+
+    def __init__(self, line: int, byte: int) -> None:
+        super().__init__(f"not UTF-8 at line {line}, byte {byte}")
+        self.line, self.byte = line, byte
+
+
+@dataclass(frozen=True)
+class ListDigest:
+    sha256: str  # of the list's bytes
+    names_items: bool  # whether a line holds more than spaces and a byte-order mark
+
+
+def list_sha256(stream: BinaryIO, chunk_size: int = 1 << 20) -> ListDigest:
+    """The digest of a list read a chunk at a time (a URL list of millions of lines is never held whole); a
+    :class:`NotUtf8Text` at the first byte that is not UTF-8 text."""
+    digest, decoder = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")()
+    read = lines = 0  # bytes read and the newlines among them
+    names_items = False
+    while True:
+        chunk = stream.read(chunk_size)
+        pending = decoder.getstate()[0]  # the start of a character the last chunk cut: no newline
+        try:
+            text = decoder.decode(chunk, final=not chunk)
+        except UnicodeDecodeError as error:
+            data = pending + chunk
+            raise NotUtf8Text(lines + data.count(b"\n", 0, error.start) + 1, read - len(pending) + error.start) from None
+        if not chunk:
+            return ListDigest(digest.hexdigest(), names_items)
+        names_items = names_items or bool(text.replace("\ufeff", "").strip())
+        digest.update(chunk)
+        read, lines = read + len(chunk), lines + chunk.count(b"\n")

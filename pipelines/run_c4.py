@@ -1,14 +1,13 @@
 """Driver of the C4 pipeline: check the inputs, build and run the Beam job, commit shards and manifest."""
 from __future__ import annotations
 
-import codecs
 import functools
 import hashlib
 import os
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -46,7 +45,7 @@ from .input_selection import (
     matched_files,
     pattern_reading,
 )
-from .list_files import LIST_READ_ERRORS, open_list_file
+from .list_files import LIST_READ_ERRORS, NotUtf8Text, list_sha256, open_list_file
 from .variants import BUNDLED, CorpusVariant, load_variant
 
 
@@ -225,7 +224,8 @@ URL_LISTS_FIELD = "webtext_urls_sha256"  # in a documents manifest's config: its
 
 def url_lists_sha256(config: RunConfig) -> list[str]:
     """The SHA-256 of each --webtext-urls file (decompressed as its name says, as the job reads it), read once here:
-    an :class:`InputError` when one does not exist, is a folder or is not UTF-8 text (the job would fail on it)."""
+    an :class:`InputError` when one does not exist, is a folder, is not UTF-8 text (the job would fail on it) or
+    names no URL (the job would keep no page)."""
     digests = []
     for url_list in config.variant.webtext_urls:
         check_beam_filesystem(url_list, "--webtext-urls")
@@ -233,43 +233,19 @@ def url_lists_sha256(config: RunConfig) -> list[str]:
             raise InputError(f"--webtext-urls {url_list} does not exist: give a file of URLs, one per line")
         try:
             with open_list_file(url_list) as urls:
-                digests.append(_utf8_text_sha256(urls))
+                digest = list_sha256(urls)
         except IsADirectoryError:
             raise InputError(f"--webtext-urls {url_list} is a folder: give a file of URLs, one per line") from None
         except LIST_READ_ERRORS as error:
             raise InputError(f"cannot read --webtext-urls {url_list} ({error or type(error).__name__}): give a text "
                              "file of URLs, one per line (gzipped when its name ends in .gz)") from None
-        except _NotUtf8 as error:
+        except NotUtf8Text as error:
             raise InputError(f"--webtext-urls {url_list} is not UTF-8 text (line {error.line:,}, byte {error.byte:,}): "
                              "give a UTF-8 text file of URLs, one per line") from None
+        if not digest.names_items:
+            raise InputError(f"--webtext-urls {url_list} names no URL: give a file of URLs, one per line")
+        digests.append(digest.sha256)
     return digests
-
-
-class _NotUtf8(ValueError):
-    """Where a stream stops being UTF-8: its 1-based ``line`` and 0-based ``byte``."""
-
-    def __init__(self, line: int, byte: int) -> None:
-        super().__init__(f"not UTF-8 at line {line}, byte {byte}")
-        self.line, self.byte = line, byte
-
-
-def _utf8_text_sha256(stream: BinaryIO, chunk_size: int = 1 << 20) -> str:
-    """The SHA-256 of ``stream``'s bytes, read a chunk at a time (a URL list of millions of lines is never held
-    whole); a :class:`_NotUtf8` at the first byte that is not UTF-8 text."""
-    digest, decoder = hashlib.sha256(), codecs.getincrementaldecoder("utf-8")()
-    read = lines = 0  # bytes read and the newlines among them
-    while True:
-        chunk = stream.read(chunk_size)
-        pending = decoder.getstate()[0]  # the start of a character the last chunk cut: no newline
-        try:
-            decoder.decode(chunk, final=not chunk)
-        except UnicodeDecodeError as error:
-            data = pending + chunk
-            raise _NotUtf8(lines + data.count(b"\n", 0, error.start) + 1, read - len(pending) + error.start) from None
-        if not chunk:
-            return digest.hexdigest()
-        digest.update(chunk)
-        read, lines = read + len(chunk), lines + chunk.count(b"\n")
 
 
 def input_hashes(config: RunConfig, files: list[str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from c4prep.cli import main
 from c4prep.manifest import read_listed_shard, read_manifest
-from c4prep.pipelines.run_c4 import _NotUtf8, _utf8_text_sha256
+from c4prep.pipelines.list_files import NotUtf8Text, list_sha256
 
 SAMPLE_NAME = "CC-MAIN-2019-30-sample-a.warc.wet.gz"
 
@@ -172,7 +172,7 @@ def test_a_damaged_or_cut_compressed_url_list_is_one_line(tmp_path):
         "URLs, one per line (gzipped when its name ends in .gz)")
 
 
-def test_a_url_list_that_is_a_folder_or_not_utf8_text_is_one_line(tmp_path):
+def test_a_url_list_that_is_a_folder_not_utf8_text_or_blank_is_one_line(tmp_path):
     """The job failed on them: a Beam traceback (exit 1) for a list not in UTF-8, `[Errno 21]` alone for a folder."""
     urls = tmp_path / "urls.txt"
     urls.write_bytes("https://example.org/\nhttps://example.org/café\n".encode("latin-1"))
@@ -182,6 +182,9 @@ def test_a_url_list_that_is_a_folder_or_not_utf8_text_is_one_line(tmp_path):
                                                    "give a UTF-8 text file of URLs, one per line")
     assert _refusal(tmp_path, *run, str(tmp_path / "lists")) == \
         f"Error: --webtext-urls {tmp_path / 'lists'} is a folder: give a file of URLs, one per line"
+    (tmp_path / "blank.txt").write_bytes(b"\xef\xbb\xbf\r\n  \n")  # ran the job to say it kept no page, "check --input"
+    assert _refusal(tmp_path, *run, str(tmp_path / "blank.txt")) == \
+        f"Error: --webtext-urls {tmp_path / 'blank.txt'} names no URL: give a file of URLs, one per line"
 
 
 def test_a_listed_path_that_does_not_exist_is_a_counted_input_problem(tmp_path, webdata):
@@ -223,7 +226,7 @@ def test_url_lists_are_hashed_and_checked_a_chunk_at_a_time(data):
         expected = (data.count(b"\n", 0, error.start) + 1, error.start)
     for chunk_size in (1, 2, 3, 5, 1 << 20):
         try:
-            found = _utf8_text_sha256(io.BytesIO(data), chunk_size)
-        except _NotUtf8 as error:
+            found = list_sha256(io.BytesIO(data), chunk_size).sha256
+        except NotUtf8Text as error:
             found = (error.line, error.byte)
         assert found == expected, chunk_size
