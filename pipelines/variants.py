@@ -5,8 +5,10 @@ wrong type, the dataclasses check the values.
 """
 from __future__ import annotations
 
+import difflib
 import json
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -68,6 +70,15 @@ def _preset_text(name_or_path: str) -> str:
     return resources.files("c4prep.configs").joinpath("corpus", f"{name_or_path}.yaml").read_text(encoding="utf-8")
 
 
+def _closest_key_hint(message: str) -> str:
+    """`` (did you mean KEY?)`` for OmegaConf's "Key 'badword' not in 'CorpusVariant'", where a key is close."""
+    unknown = re.match(r"Key '([^']+)' not in '(\w+)'", message)
+    schema = {"CorpusVariant": CorpusVariant, "NearDedupConfig": NearDedupConfig}.get(unknown.group(2)) \
+        if unknown else None
+    close = difflib.get_close_matches(unknown.group(1), [f.name for f in fields(schema)], n=1) if schema else []
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) -> CorpusVariant:
     """A bundled preset (by name) or a YAML file (by path), with `overrides` applied, validated."""
     schema = OmegaConf.structured(CorpusVariant)
@@ -81,7 +92,7 @@ def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
     except OmegaConfBaseException as error:
         message = str(error).splitlines()[0]
         where = f"{error.full_key}: " if error.full_key and error.full_key not in message else ""
-        raise VariantError(f"variant {name_or_path!r}: {where}{message}") from None
+        raise VariantError(f"variant {name_or_path!r}: {where}{message}{_closest_key_hint(message)}") from None
     except yaml.YAMLError as error:
         where = f" (line {error.problem_mark.line + 1})" if getattr(error, "problem_mark", None) else ""
         raise VariantError(f"variant {name_or_path!r} is not valid YAML{where}: "
@@ -97,20 +108,20 @@ def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
         raise VariantError(f"variant {name_or_path!r}: near_dedup_params: {error}") from None
     variant = CorpusVariant(**values, near_dedup_params=near_dedup_params)
     if variant.dedup not in DEDUP_MODES:
-        raise VariantError(f"variant {variant.name!r}: dedup must be one of {', '.join(DEDUP_MODES)}, "
+        raise VariantError(f"variant {name_or_path!r}: dedup must be one of {', '.join(DEDUP_MODES)}, "
                            f"not {variant.dedup!r}")
     if variant.webtext_filter and not variant.webtext_urls:
-        raise VariantError(f"variant {variant.name!r} keeps only listed URLs: pass --webtext-urls FILE "
+        raise VariantError(f"variant {name_or_path!r} keeps only listed URLs: pass --webtext-urls FILE "
                            "(one URL per line; repeatable)")
     if variant.webtext_urls and not variant.webtext_filter:
-        raise VariantError(f"variant {variant.name!r} does not filter by URL, so it would ignore --webtext-urls: "
+        raise VariantError(f"variant {name_or_path!r} does not filter by URL, so it would ignore --webtext-urls: "
                            "use --variant webtextlike (or webtext_filter: true in a variant file)")
     if variant.realnews_domains not in (None, BUNDLED):
         if not Path(variant.realnews_domains).is_file():
-            raise VariantError(f"variant {variant.name!r}: realnews_domains file not found: "
+            raise VariantError(f"variant {name_or_path!r}: realnews_domains file not found: "
                                f"{variant.realnews_domains}")
         try:
             load_realnews_domains(variant.realnews_domains)
         except ValueError as error:
-            raise VariantError(f"variant {variant.name!r}: realnews_domains: {error}") from None
+            raise VariantError(f"variant {name_or_path!r}: realnews_domains: {error}") from None
     return variant

@@ -104,13 +104,16 @@ def test_an_input_folder_of_no_filesystem_is_one_line(tmp_path):
                                 "found '<stream end>'"),
     (b"\xff\xfename: mine\n", "Error: variant file {v} is not UTF-8 text: give a YAML file"),
     (b"name: mine\nrealnews_domains: {d}/domains.json\n",
-     "Error: variant 'mine': realnews_domains: {d}/domains.json is not a JSON object of domain -> true or a list of "
+     "Error: variant '{v}': realnews_domains: {d}/domains.json is not a JSON object of domain -> true or a list of "
      "allowed subdomains (grover's domain_to_allowed_subdomains.json)"),
     (b"name: mine\nrealnews_domains: {d}/urls.txt\n",
-     "Error: variant 'mine': realnews_domains: {d}/urls.txt is not JSON (Expecting value: line 1 column 1 (char 0))"),
+     "Error: variant '{v}': realnews_domains: {d}/urls.txt is not JSON (Expecting value: line 1 column 1 (char 0))"),
     (b"name: mine\nwebtext_urls: [{d}/urls.txt]\n",
-     "Error: variant 'mine' does not filter by URL, so it would ignore --webtext-urls: use --variant webtextlike (or "
+     "Error: variant '{v}' does not filter by URL, so it would ignore --webtext-urls: use --variant webtextlike (or "
      "webtext_filter: true in a variant file)"),
+    (b"name: en\ndedup: 3\n", "Error: variant '{v}': dedup must be one of lines, sentences, none, not '3'"),  # not 'en'
+    (b"name: mine\nbadword: true\n", "Error: variant '{v}': Key 'badword' not in 'CorpusVariant' (did you mean "
+                                      "badwords?)"),
 ])
 def test_a_variant_file_that_cannot_be_used_is_one_line(tmp_path, text, line):
     (tmp_path / "domains.json").write_text('["example.com"]')
