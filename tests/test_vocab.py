@@ -278,6 +278,41 @@ def test_cli_vocab_too_small_for_the_characters_names_c4preps_options(sample_doc
         "Error: --vocab-size 5 is too small for this corpus: its characters (at --character-coverage 0.9995) need "
         "190 pieces with pad, eos and unk; use --vocab-size 190 or more, or a lower --character-coverage")
     assert CliRunner().invoke(main, [*args, "190"]).exit_code == 0
+    args[4] = str(tmp_path / "w")
+    result = CliRunner().invoke(main, [*args, "5", "--character-coverage", "0.98"])  # already the lowest
+    assert result.exit_code == 2 and result.output.strip().splitlines()[-1].endswith("use --vocab-size 51 or more")
+
+
+@pytest.mark.parametrize("size", ["2147483647", "3000000000"])
+def test_cli_vocab_size_beyond_sentencepieces_range_is_one_line(sample_documents, tmp_path, size):
+    """2**31 - 1 trained without end on the sample (an overflow inside SentencePiece); 3e9 was its traceback."""
+    result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(tmp_path / "v"),
+                                       "--vocab-size", size])
+    assert result.exit_code == 2 and result.output.strip().splitlines()[-1] == (
+        f"Error: --vocab-size must be in [4, 1,073,741,824] (pad, eos, unk and one piece; the most SentencePiece's "
+        f"32-bit trainer takes), got {size}")
+
+
+def test_cli_vocab_bpe_too_large_is_one_line_without_sentencepieces_log(sample_documents, tmp_path, capfd):
+    """SentencePiece's C++ log wrote two lines of its own to stderr before ours."""
+    result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--output", str(tmp_path / "v"),
+                                       "--vocab-size", "32000", "--model-type", "bpe", "--num-threads", "1"])
+    assert result.exit_code == 2 and "use --vocab-size" in result.output
+    assert capfd.readouterr().err == ""
+
+
+def test_cli_vocab_input_without_sentences_in_a_mixture_says_to_drop_it(sample_documents, tmp_path):
+    """"fewer sentences than its --language-ratio weight; lower the weights" for an input of none: no weight helps."""
+    (tmp_path / "short.jsonl").write_text('{"text": "Too short.", "url": "https://example.org/", "timestamp": '
+                                          '"2019-04-25T12:57:54Z"}\n')
+    empty = tmp_path / "empty"
+    result = CliRunner().invoke(main, ["run", "--input", str(tmp_path / "short.jsonl"), "--output", str(empty),
+                                       "--allow-empty", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["vocab", "--input", str(sample_documents), "--input", str(empty),
+                                       "--language-ratio", "1:1", "--output", str(tmp_path / "v")])
+    assert result.exit_code == 2 and result.output.strip().splitlines()[-1] == (
+        f"Error: {empty} has no sentences in its train documents: drop that --input and its --language-ratio weight")
 
 
 def test_cli_vocab_missing_input(tmp_path):

@@ -42,6 +42,8 @@ CARD_NAME = VOCABULARY_CARD
 CARD_FORMAT = "c4prep-vocabulary"
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
 
+MIN_CHARACTER_COVERAGE = 0.98
+MAX_VOCAB_SIZE = 1 << 30  # 2**31 - 1 ran without end on 84 documents (32-bit overflow); 2**30 is refused at once
 _TOO_BIG = re.compile(r"Vocabulary size (?:is )?too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 
@@ -109,12 +111,13 @@ def check_config(config: VocabConfig) -> None:
         raise VocabError(f"--output {config.output!r} names no folder: give one")
     if config.model_type not in MODEL_TYPES:
         raise VocabError(f"unknown model type {config.model_type!r}: use one of {', '.join(MODEL_TYPES)}")
-    if config.vocab_size < 4:
-        raise VocabError(f"--vocab-size must be >= 4 (pad, eos, unk and one piece), got {config.vocab_size}")
+    if not 4 <= config.vocab_size <= MAX_VOCAB_SIZE:
+        raise VocabError(f"--vocab-size must be in [4, {MAX_VOCAB_SIZE:,}] (pad, eos, unk and one piece; the most "
+                         f"SentencePiece's 32-bit trainer takes), got {config.vocab_size}")
     if config.input_sentence_size < 1:
         raise VocabError(f"--input-sentence-size must be >= 1, got {config.input_sentence_size}")
-    if not 0.98 <= config.character_coverage <= 1.0:
-        raise VocabError(f"--character-coverage must be in [0.98, 1] (SentencePiece's range), "
+    if not MIN_CHARACTER_COVERAGE <= config.character_coverage <= 1.0:
+        raise VocabError(f"--character-coverage must be in [{MIN_CHARACTER_COVERAGE}, 1] (SentencePiece's range), "
                          f"got {config.character_coverage}")
     if not 1 <= config.num_threads <= 1024:
         raise VocabError(f"--num-threads must be in [1, 1024], got {config.num_threads}")
@@ -174,7 +177,11 @@ def sample_sentences(config: VocabConfig, manifests: Sequence[Manifest]) -> tupl
     if ratio:
         sizes = mixture_sizes([len(sample) for sample in samples], ratio)
         if not sizes[0]:
-            short = next(uri for uri, sample, weight in zip(config.inputs, samples, ratio) if len(sample) < weight)
+            short, found = next((uri, len(sample)) for uri, sample, weight in zip(config.inputs, samples, ratio)
+                                if len(sample) < weight)
+            if not found:  # no weight lets it into the mixture
+                raise VocabError(f"{short} has no sentences in its {'/'.join(config.splits)} documents: drop that "
+                                 "--input and its --language-ratio weight")
             raise VocabError(f"{short} has fewer sentences than its --language-ratio weight; lower the weights")
         chosen = [sample.smallest(n) for sample, n in zip(samples, sizes)]
     else:
@@ -220,19 +227,21 @@ def train_model(sentences: Sequence[str], options: dict[str, Any]) -> bytes:
     model = io.BytesIO()
     try:
         _interruptible(lambda: spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model,
-                                                              minloglevel=1, **options))
+                                                              minloglevel=2, **options))
     except RuntimeError as error:
         too_big = _TOO_BIG.search(str(error))
         if too_big:
-            raise VocabError(f"the corpus is too small for --vocab-size {too_big[1]}: {len(sentences):,} sentences "
+            raise VocabError(f"the corpus is too small for --vocab-size {too_big[1]}: {len(sentences):,} "
+                             f"sentence{'s' if len(sentences) != 1 else ''} "
                              f"give at most {too_big[2]} pieces; use --vocab-size {too_big[2]} or less, or more "
                              "input") from None
         too_small = _TOO_SMALL.search(str(error))
         if too_small:
+            lower = ", or a lower --character-coverage" if options["character_coverage"] > MIN_CHARACTER_COVERAGE \
+                else ""
             raise VocabError(f"--vocab-size {too_small[1]} is too small for this corpus: its characters (at "
                              f"--character-coverage {options['character_coverage']}) need {too_small[2]} pieces with "
-                             f"pad, eos and unk; use --vocab-size {too_small[2]} or more, or a lower "
-                             "--character-coverage") from None
+                             f"pad, eos and unk; use --vocab-size {too_small[2]} or more{lower}") from None
         raise VocabError(f"SentencePiece training failed: {str(error).strip().splitlines()[-1]}") from None
     return model.getvalue()
 
