@@ -58,7 +58,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
 
 def _front_matter(manifest: Manifest, title: str) -> str:
     paths: dict[str, list[str]] = {}
-    for shard in (shard for shard in manifest.shards if shard.num_rows):  # datasets fails on an empty file before others
+    for shard in (shard for shard in manifest.shards if shard.num_rows):  # datasets fails on an empty file first
         paths.setdefault(shard.split, []).append(f"{manifest.data_dir}/{shard.name}" if manifest.data_dir
                                                  else shard.name)
     header: dict[str, Any] = {

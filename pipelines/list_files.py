@@ -69,7 +69,8 @@ def list_sha256(stream: BinaryIO, chunk_size: int = 1 << 20) -> ListDigest:
             text = decoder.decode(chunk, final=not chunk)
         except UnicodeDecodeError as error:
             data = pending + chunk
-            raise NotUtf8Text(lines + data.count(b"\n", 0, error.start) + 1, read - len(pending) + error.start) from None
+            line = lines + data.count(b"\n", 0, error.start) + 1
+            raise NotUtf8Text(line, read - len(pending) + error.start) from None
         if not chunk:
             return ListDigest(digest.hexdigest(), names_items)
         names_items = names_items or bool(text.replace("\ufeff", "").strip())
