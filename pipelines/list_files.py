@@ -1,5 +1,5 @@
 """The list files a run reads besides its input (``--input-list``, ``--webtext-urls``): one item a line, compressed
-as the file's name says, read whole and checked by the driver before the job's workers read them again."""
+as the file's name says, read to their end and checked by the driver before the job's workers read them again."""
 from __future__ import annotations
 
 import bz2
