@@ -525,8 +525,8 @@ def output_folder(output_uri: str, writes: str, files: Iterable[str] = ()) -> It
 def _held_alone(output_uri: str) -> Iterator[None]:
     """While the block runs, no other c4prep command writes the local folder ``output_uri`` (an advisory lock on
     it): an :class:`OutputFolderError` if one does. Two runs into one output both passed the settings check, the
-    last to publish won, and one's start-up clean-up could delete the other's staging folder. Remote folders have
-    no lock."""
+    last to publish won, and one's start-up clean-up could delete the other's staging folder. Remote folders, and
+    local ones whose filesystem has no locks (a warning), have none."""
     if "://" in output_uri:
         yield
         return
@@ -537,6 +537,9 @@ def _held_alone(output_uri: str) -> Iterator[None]:
         except BlockingIOError:
             raise OutputFolderError(f"another c4prep command is writing {output_uri}: wait for it to end, or give "
                                     "another output") from None
+        except OSError as error:  # a filesystem without locks (some network mounts): the run goes on unguarded
+            LOGGER.warning("%s cannot be locked (%s): make sure no other c4prep command writes it", output_uri,
+                           error.strerror or error)
         yield
     finally:
         os.close(folder)

@@ -1,5 +1,6 @@
 """`c4prep` refuses what would lose or replace data, in one line with exit status 2: unknown options, runs that
 keep no page, damaged shards; a folder as --input means its files; --debug shows the traceback."""
+import errno
 import fcntl
 import hashlib
 import json
@@ -716,3 +717,16 @@ def test_an_output_another_command_is_writing_is_refused(published, webdata, sam
         os.close(held)
     assert _snapshot(output) == before
     assert _invoke(*args, "--output", str(output)).exit_code == 0
+
+
+def test_an_output_on_a_filesystem_without_locks_is_written_with_a_warning(sample_documents, tmp_path, monkeypatch,
+                                                                           caplog):
+    """Some network mounts refuse flock (ENOLCK): it was a traceback, for every command writing there."""
+    def no_locks(descriptor: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    output = tmp_path / "vocab"
+    assert _invoke("vocab", "--input", str(sample_documents), "--vocab-size", "600", "--output",
+                   str(output)).exit_code == 0
+    assert f"{output} cannot be locked (No locks available)" in caplog.text

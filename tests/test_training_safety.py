@@ -1,5 +1,6 @@
 """`train` on untrusted input: checkpoints never run code, damaged token shards are refused, errors are one line."""
 import dataclasses
+import errno
 import fcntl
 import json
 import os
@@ -451,6 +452,17 @@ def test_a_run_folder_another_train_writes_is_refused_and_free_once_a_run_ends(s
         fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)  # and the run let go of it when it ended
     finally:
         os.close(folder)
+
+
+def test_a_run_folder_on_a_filesystem_without_locks_trains_with_a_warning(sample_tokens, tmp_path, monkeypatch,
+                                                                          caplog):
+    """Some network mounts refuse flock (ENOLCK): the lock must not refuse every run there."""
+    def no_locks(descriptor: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    assert train(sample_tokens, tmp_path) == 0
+    assert f"output_dir={tmp_path / 'run'} cannot be locked (No locks available)" in caplog.text
 
 
 @pytest.mark.parametrize("setting", ["trainer.global_batch_size=7", "resume=must"])

@@ -5,6 +5,7 @@ refused before it wrote more than its record leaves no folder it made."""
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ class _Held:
 
 
 _held: dict[Path, _Held] = {}  # the run folders this process holds
+log = logging.getLogger(__name__)
 
 
 def missing_folders(run_dir: Path) -> list[Path]:
@@ -44,6 +46,9 @@ def hold_run_folder(run_dir: Path, made: Sequence[Path] = (), made_with: Iterabl
         os.close(folder)
         raise TrainConfigError(f"another `train` is writing output_dir={run_dir}: wait for it to end, or give another "
                                "output_dir") from None
+    except OSError as error:  # a filesystem without locks (some network mounts): the run goes on unguarded
+        log.warning("output_dir=%s cannot be locked (%s): make sure no other `train` writes it", run_dir,
+                    error.strerror or error)
     _held[key] = _Held(folder, frozenset(made_with) if made else frozenset(), tuple(made[1:]))
 
 
