@@ -233,3 +233,12 @@ def test_url_lists_are_hashed_and_checked_a_chunk_at_a_time(data):
         except NotUtf8Text as error:
             found = (error.line, error.byte)
         assert found == expected, chunk_size
+
+
+def test_an_input_list_saved_with_a_byte_order_mark_reads_its_first_path(lists):
+    """Its first path was '\ufeff/...', which does not exist: the run was refused."""
+    (lists / "windows.paths").write_bytes(b"\xef\xbb\xbf" + f"{lists / SAMPLE_NAME}\r\n".encode())
+    result = CliRunner().invoke(main, ["run", "--input-list", str(lists / "windows.paths"), "--output",
+                                       str(lists / "out"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert read_manifest(str(lists / "out")).splits["train"].num_rows > 50
