@@ -155,8 +155,10 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        self.scheduler.last_epoch -= 1
-        self.scheduler.step()  # the same step again, under the schedule as configured now
+        schedule = self.scheduler
+        for group, base, factor in zip(self.optimizer.param_groups, schedule.base_lrs, schedule.lr_lambdas):
+            group["lr"] = base * factor(schedule.last_epoch)
+        schedule._last_lr = [group["lr"] for group in self.optimizer.param_groups]
         rng_states = state["rng"]
         if len(rng_states) != self.env.world_size:
             raise CheckpointError(f"checkpoint was written by {len(rng_states)} rank(s), this run has "
