@@ -11,7 +11,6 @@ either the old manifest with its complete data folder or the new manifest with i
 from __future__ import annotations
 
 import base64
-import fcntl
 import hashlib
 import json
 import logging
@@ -30,6 +29,7 @@ import pyarrow.fs as pafs
 
 from c4prep import __version__
 from c4prep.dataset_card import CARD_NAME, sync_card
+from c4prep.folder_lock import FolderBusy, lock_folder
 from c4prep.shard_formats import SUFFIXES, check_format, format_of
 from c4prep.shards import (
     ShardInfo,
@@ -203,13 +203,14 @@ def _entry(kind: type[_Entry], value: Any, where: str) -> _Entry:
     if not isinstance(value, dict):
         raise ManifestError(f"{where} is not an object")
     types = get_type_hints(kind)
-    for name in (*types, *value):
-        if name not in types:
-            raise ManifestError(f"{where} has an unknown field {name!r}")
+    for name, expected in types.items():
         if name not in value:
             raise ManifestError(f"{where} lacks the field {name!r}")
-        if type(value[name]) is not types[name]:  # neither a bool for an int nor "4" for 4
-            raise ManifestError(f"{where} gives {name} {value[name]!r}, which is not of type {types[name].__name__}")
+        if type(value[name]) is not expected:  # neither a bool for an int nor "4" for 4
+            raise ManifestError(f"{where} gives {name} {value[name]!r}, which is not of type {expected.__name__}")
+    unknown = next((name for name in value if name not in types), None)
+    if unknown is not None:
+        raise ManifestError(f"{where} has an unknown field {unknown!r}")
     return kind(**value)
 
 
@@ -530,16 +531,12 @@ def _held_alone(output_uri: str) -> Iterator[None]:
     if "://" in output_uri:
         yield
         return
-    folder = os.open(output_uri, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        try:
-            fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise OutputFolderError(f"another c4prep command is writing {output_uri}: wait for it to end, or give "
-                                    "another output") from None
-        except OSError as error:  # a filesystem without locks (some network mounts): the run goes on unguarded
-            LOGGER.warning("%s cannot be locked (%s): make sure no other c4prep command writes it", output_uri,
-                           error.strerror or error)
+        folder = lock_folder(output_uri, output_uri, "c4prep command")
+    except FolderBusy:
+        raise OutputFolderError(f"another c4prep command is writing {output_uri}: wait for it to end, or give "
+                                "another output") from None
+    try:
         yield
     finally:
         os.close(folder)

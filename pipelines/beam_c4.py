@@ -52,8 +52,9 @@ class ReadInputFiles(beam.PTransform):
                 pbegin
                 | "PathList" >> beam.Create([self.path_list])
                 | "ReadPathList" >> beam.io.ReadAllFromText(compression_type=CompressionTypes.AUTO)
-                | "PrefixPaths" >> beam.Map(lambda line: prefix + list_item(line))
-                | "SkipBlankPaths" >> beam.Filter(lambda path: path != prefix)
+                | "ListedPaths" >> beam.Map(list_item)
+                | "SkipBlankPaths" >> beam.Filter(bool)
+                | "PrefixPaths" >> beam.Map(lambda path: prefix + path)
             )
         else:
             paths = (
@@ -204,8 +205,9 @@ class JoinWebtextUrls(beam.PTransform):
             pages.pipeline
             | "UrlFiles" >> beam.Create(self.url_files)
             | "ReadUrls" >> beam.io.ReadAllFromText()
-            | "SkipBlankUrls" >> beam.Filter(lambda line: list_item(line) != "")
-            | "NormalizeUrls" >> beam.Map(lambda line: (c4_rules.normalize_url(list_item(line)), 1))
+            | "ListedUrls" >> beam.Map(list_item)
+            | "SkipBlankUrls" >> beam.Filter(bool)
+            | "NormalizeUrls" >> beam.Map(lambda url: (c4_rules.normalize_url(url), 1))
             | "CountListings" >> beam.CombinePerKey(sum)
         )
         keyed_pages = pages | "KeyByUrl" >> beam.Map(lambda page: (page.normalized_url, page))

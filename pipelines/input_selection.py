@@ -78,7 +78,7 @@ def listed_paths(path_list: str, prefix: str = "") -> list[str]:
     except LIST_READ_ERRORS as error:
         raise InputError(f"cannot read --input-list {path_list} ({error or type(error).__name__}): give a text file "
                          "of input paths, one per line (gzipped when its name ends in .gz)") from None
-    paths = [prefix + list_item(line) for line in text.splitlines() if list_item(line)]
+    paths = [prefix + item for item in map(list_item, text.splitlines()) if item]
     if not paths:
         raise InputError(f"--input-list {path_list} names no path: give one input path per line")
     where = f"a path of --input-list {path_list}:"

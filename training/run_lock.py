@@ -4,12 +4,12 @@ with their ``metrics.jsonl`` rows interleaved and the checkpoints and ``config.y
 refused before it wrote more than its record leaves no folder it made."""
 from __future__ import annotations
 
-import fcntl
-import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from c4prep.folder_lock import FolderBusy, lock_folder
 
 from .config_errors import TrainConfigError
 
@@ -22,7 +22,6 @@ class _Held:
 
 
 _held: dict[Path, _Held] = {}  # the run folders this process holds
-log = logging.getLogger(__name__)
 
 
 def missing_folders(run_dir: Path) -> list[Path]:
@@ -39,16 +38,11 @@ def hold_run_folder(run_dir: Path, made: Sequence[Path] = (), made_with: Iterabl
     key = run_dir.resolve()
     if key in _held:
         return
-    folder = os.open(key, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(folder)
+        folder = lock_folder(key, f"output_dir={run_dir}", "`train`")
+    except FolderBusy:
         raise TrainConfigError(f"another `train` is writing output_dir={run_dir}: wait for it to end, or give another "
                                "output_dir") from None
-    except OSError as error:  # a filesystem without locks (some network mounts): the run goes on unguarded
-        log.warning("output_dir=%s cannot be locked (%s): make sure no other `train` writes it", run_dir,
-                    error.strerror or error)
     _held[key] = _Held(folder, frozenset(made_with) if made else frozenset(), tuple(made[1:]))
 
 
