@@ -227,3 +227,15 @@ def test_presets_train_on_cuda_where_present(preset):
     assert len(PRESETS) >= 7
     assert load_config([f"experiment={preset}"]).trainer.device == "auto"
     assert load_config([f"experiment={preset}", "trainer.device=cpu"]).trainer.device == "cpu"
+
+
+def test_a_model_named_after_a_preset_replaces_the_presets_model_whole():
+    """``experiment=t5_sample model=t5_small`` trains t5_small: the preset's widths (d_model 128, 2+2 layers) come
+    with its own model preset, where they once applied over the named size and recorded 'size: t5_small' for a
+    128-wide model; the preset alone keeps the model it always trained."""
+    sample = load_config(["experiment=t5_sample"]).model
+    assert (sample.size, sample.d_model, sample.d_kv, sample.d_ff, sample.num_heads) == ("t5_tiny", 128, 32, 256, 4)
+    assert (sample.num_layers, sample.num_decoder_layers) == (2, 2)
+    small = load_config(["experiment=t5_sample", "model=t5_small"]).model
+    assert small == load_config(["model=t5_small"]).model
+    assert small.size == "t5_small" and small.d_model is None and small.num_layers is None
