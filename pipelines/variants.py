@@ -116,6 +116,11 @@ def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
     if variant.webtext_urls and not variant.webtext_filter:
         raise VariantError(f"variant {name_or_path!r} does not filter by URL, so it would ignore --webtext-urls: "
                            "use --variant webtextlike (or webtext_filter: true in a variant file)")
+    if not (overrides or {}).get("webtext_urls"):  # the file's own lists; `c4prep run` checks those of --webtext-urls
+        for url_list in variant.webtext_urls:
+            if "://" not in url_list and not Path(url_list).is_file():
+                raise VariantError(f"variant {name_or_path!r}: webtext_urls file not found: {url_list} (a relative "
+                                   "path is read from the working folder)")
     if variant.realnews_domains not in (None, BUNDLED):
         if not Path(variant.realnews_domains).is_file():
             raise VariantError(f"variant {name_or_path!r}: realnews_domains file not found: "

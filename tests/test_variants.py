@@ -208,3 +208,16 @@ def test_the_variants_near_dedup_params_reach_the_stage(tmp_path, c4_texts):
     assert "filtered:near_duplicate" not in manifest.counters["near-dedup"]  # a counter never bumped is absent
     assert result.funnel.pages_out == 15 and result.funnel.reconciled
     assert manifest.config["variant"]["near_dedup_params"]["threshold"] == 1.0
+
+
+def test_a_url_list_a_variant_file_names_that_does_not_exist_names_the_file(tmp_path, monkeypatch):
+    """It was reported as '--webtext-urls urls.txt does not exist', an option the command line did not give."""
+    custom = tmp_path / "mine.yaml"
+    custom.write_text("name: mine\nwebtext_filter: true\nwebtext_urls: [urls.txt]\n")
+    with pytest.raises(VariantError, match=r"variant '.*mine.yaml': webtext_urls file not found: urls.txt \(a "
+                                           r"relative path is read from the working folder\)"):
+        load_variant(str(custom))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "urls.txt").write_text("https://example.org/\n")
+    assert load_variant(str(custom)).webtext_urls == ["urls.txt"]
+    assert load_variant(str(custom), {"webtext_urls": ["given.txt"]}).webtext_urls == ["given.txt"]
