@@ -283,6 +283,19 @@ def test_cli_vocab_too_small_for_the_characters_names_c4preps_options(sample_doc
     assert result.exit_code == 2 and result.output.strip().splitlines()[-1].endswith("use --vocab-size 51 or more")
 
 
+def test_cli_char_vocab_too_small_for_the_characters_is_refused_as_unigrams(sample_documents, tmp_path):
+    """A char model of 20 pieces was written: SentencePiece kept the 17 commonest characters and made every other
+    one unk without a word, where unigram and bpe refuse the same size."""
+    args = ["vocab", "--input", str(sample_documents), "--model-type", "char", "--output"]
+    result = CliRunner().invoke(main, [*args, str(tmp_path / "v"), "--vocab-size", "20"])
+    assert result.exit_code == 2 and result.output.strip().splitlines()[-1] == (
+        "Error: --vocab-size 20 is too small for this corpus: its characters (at --character-coverage 0.9995) need "
+        "190 pieces with pad, eos and unk; use --vocab-size 190 or more, or a lower --character-coverage")
+    assert not (tmp_path / "v").exists()
+    assert CliRunner().invoke(main, [*args, str(tmp_path / "v"), "--vocab-size", "190"]).exit_code == 0
+    assert json.loads((tmp_path / "v" / "vocab.json").read_text())["model"]["num_pieces"] == 190
+
+
 @pytest.mark.parametrize("size", ["2147483647", "3000000000"])
 def test_cli_vocab_size_beyond_sentencepieces_range_is_one_line(sample_documents, tmp_path, size):
     """2**31 - 1 trained without end on the sample (an overflow inside SentencePiece); 3e9 was its traceback."""

@@ -224,6 +224,15 @@ def _interruptible(work: Callable[[], None]) -> None:
 def train_model(sentences: Sequence[str], options: dict[str, Any]) -> bytes:
     """Serialised SentencePiece model trained on ``sentences``; :class:`VocabError` if the corpus is too small for
     the vocabulary size, or the size too small for the corpus's characters."""
+    model = _trained(sentences, options)
+    if options["model_type"] == "char" and _num_pieces(model) == options["vocab_size"]:
+        needed = _char_pieces_needed(sentences, options)  # SentencePiece keeps the most frequent characters silently
+        if needed > options["vocab_size"]:
+            raise VocabError(_too_small_message(options, needed))
+    return model
+
+
+def _trained(sentences: Sequence[str], options: dict[str, Any]) -> bytes:
     model = io.BytesIO()
     try:
         _interruptible(lambda: spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model,
@@ -237,13 +246,31 @@ def train_model(sentences: Sequence[str], options: dict[str, Any]) -> bytes:
                              "input") from None
         too_small = _TOO_SMALL.search(str(error))
         if too_small:
-            lower = ", or a lower --character-coverage" if options["character_coverage"] > MIN_CHARACTER_COVERAGE \
-                else ""
-            raise VocabError(f"--vocab-size {too_small[1]} is too small for this corpus: its characters (at "
-                             f"--character-coverage {options['character_coverage']}) need {too_small[2]} pieces with "
-                             f"pad, eos and unk; use --vocab-size {too_small[2]} or more{lower}") from None
+            raise VocabError(_too_small_message(options, int(too_small[2]))) from None
         raise VocabError(f"SentencePiece training failed: {str(error).strip().splitlines()[-1]}") from None
     return model.getvalue()
+
+
+def _num_pieces(model_proto: bytes) -> int:
+    return spm.SentencePieceProcessor(model_proto=model_proto).get_piece_size()
+
+
+def _char_pieces_needed(sentences: Sequence[str], options: dict[str, Any]) -> int:
+    """The pieces of a char model that keeps every character at the options' coverage (with pad, eos and unk): the
+    size SentencePiece stops at when ``vocab_size`` leaves room."""
+    size = options["vocab_size"]
+    while True:
+        size = min(2 * size, MAX_VOCAB_SIZE)
+        pieces = _num_pieces(_trained(sentences, {**options, "vocab_size": size}))
+        if pieces < size or size == MAX_VOCAB_SIZE:
+            return pieces
+
+
+def _too_small_message(options: dict[str, Any], needed: int) -> str:
+    lower = ", or a lower --character-coverage" if options["character_coverage"] > MIN_CHARACTER_COVERAGE else ""
+    return (f"--vocab-size {options['vocab_size']} is too small for this corpus: its characters (at "
+            f"--character-coverage {options['character_coverage']}) need {needed} pieces with pad, eos and unk; "
+            f"use --vocab-size {needed} or more{lower}")
 
 
 def vocab_file_text(sp: spm.SentencePieceProcessor) -> str:
