@@ -36,14 +36,17 @@ class ReadInputFiles(beam.PTransform):
     Patterns are expanded and the path list is read on the workers (`MatchAll`, `ReadAllFromText`, which every
     runner supports, Dask included), and the paths reshuffled, so a listing of tens of thousands of WET files never
     becomes a huge `Create` in the job graph. A listed path is read as it is, not matched: one that does not exist
-    is a `missing_file` input problem.
+    is a `missing_file` input problem. Where a path ``may_repeat`` (a file two patterns match, a path a list names
+    twice), they are spread by a grouping that keeps each path once instead, so each file is read once.
     """
 
-    def __init__(self, patterns: list[str], path_list: str | None = None, path_prefix: str = "") -> None:
+    def __init__(self, patterns: list[str], path_list: str | None = None, path_prefix: str = "",
+                 may_repeat: bool = True) -> None:
         super().__init__()
         self.patterns = patterns
         self.path_list = path_list
         self.path_prefix = path_prefix
+        self.may_repeat = may_repeat
 
     def expand(self, pbegin):
         if self.path_list:
@@ -65,7 +68,7 @@ class ReadInputFiles(beam.PTransform):
             )
         return (
             paths
-            | "SpreadFiles" >> beam.Reshuffle()
+            | "SpreadFiles" >> (beam.Distinct() if self.may_repeat else beam.Reshuffle())
             | "ReadRecords" >> beam.ParDo(_ReadFile())
         )
 

@@ -328,9 +328,10 @@ def build_c4_pipeline(pipeline: beam.Pipeline, config: RunConfig, staging_dir: s
         page_rules.append(functools.partial(c4_rules.check_realnews_domain,
                                             allowed=c4_rules.load_realnews_domains(path)))
     patterns = input_files or expand_folders(list(dict.fromkeys(config.inputs)))  # a pattern given twice: read once
+    may_repeat = not input_files and (config.path_list is not None or len(patterns) > 1)  # two patterns, one file
     pages = (
         pipeline
-        | "ReadInput" >> ReadInputFiles(patterns, config.path_list, config.path_prefix)
+        | "ReadInput" >> ReadInputFiles(patterns, config.path_list, config.path_prefix, may_repeat)
         | "PageRules" >> apply_rules(*page_rules)
     )
     # Cleaning rides in the URL dedup's shuffle unless the WebText join must come between them.
