@@ -237,16 +237,16 @@ SCHEDULES = "constant, cosine, inverse_sqrt, linear, mingpt_cosine"
 @pytest.mark.parametrize("overrides, message", [
     (["=3"], "override '=3' names no setting: write key=value (e.g. trainer.max_steps=100)"),
     (["model=null"], "model=null leaves the run without a model, which every run needs: choose one with "
-                     "model=<option> (adavae, gpt1, gpt_a5, gpt_nano, gpt_tiny, t5_base, t5_small, t5_tiny, "
-                     "t5_v1_0_base, t5_v1_0_small, t5_v1_0_tiny)"),
+                     "model=<option> (adavae, gpt1, gpt_a5, gpt_nano, gpt_tiny, t5_base, t5_sample, t5_small, "
+                     "t5_tiny, t5_v1_0_base, t5_v1_0_small, t5_v1_0_tiny)"),
     (["~schedule"], "~schedule leaves the run without a schedule, which every run needs: choose one with "
                     f"schedule=<option> ({SCHEDULES})"),
     (["experiment=null"], "experiment=null: no preset is the default; leave the override out"),
     (["schedule=[constant,linear]"], f"schedule=[constant,linear] picks several; a run has one schedule: choose one "
                                      f"({SCHEDULES})"),
     (["model.name=gpt"], "model.name follows the model=<option> a run picks: pick the model there (adavae, gpt1, "
-                         "gpt_a5, gpt_nano, gpt_tiny, t5_base, t5_small, t5_tiny, t5_v1_0_base, t5_v1_0_small, "
-                         "t5_v1_0_tiny)"),  # the message named a T5 setting missing from GPTModelConfig
+                         "gpt_a5, gpt_nano, gpt_tiny, t5_base, t5_sample, t5_small, t5_tiny, t5_v1_0_base, "
+                         "t5_v1_0_small, t5_v1_0_tiny)"),  # the message named a T5 setting missing from GPTModelConfig
     (["trainer.max_steps", "=", "3"], "override 'trainer.max_steps' has no '=': write key=value, with no spaces "
                                       "around '='"),
     (["~trainer.max_steps"], "bad override: ~trainer.max_steps removes a setting that others use: set it with "
