@@ -13,6 +13,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from importlib import resources
 from typing import Callable, Iterable, Mapping, NamedTuple
 
@@ -134,10 +135,30 @@ def check_length(page: Page) -> Outcome:
 def page_recency_key(page: Page) -> tuple:
     """Order among pages sharing a normalised URL: the greatest key is kept.
 
-    Newest `WARC-Date` first (TFDS 3.1.0); ties, which TFDS leaves to chance, go to the greatest md5 of the text
-    (the TFDS 3.0.x rule) and then to the remaining fields, so the choice never depends on input order.
+    Newest `WARC-Date` first (TFDS 3.1.0, by :func:`timestamp_order`); ties, which TFDS leaves to chance, go to the
+    greatest md5 of the text (the TFDS 3.0.x rule) and then to the remaining fields, so the choice never depends on
+    input order.
     """
-    return (page.timestamp, md5_hex(page.text), page.url, page.content_type, page.content_length)
+    return (timestamp_order(page.timestamp), page.timestamp, md5_hex(page.text), page.url, page.content_type,
+            page.content_length)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def timestamp_order(timestamp: str) -> tuple[bool, int | str]:
+    """A timestamp as URL dedup orders it: an ISO-8601 time by the instant it names, in microseconds (fractional
+    seconds and UTC offsets count; one without an offset is UTC), where comparing the text put ``...54Z`` after
+    ``...54.5Z``; after every such time, a timestamp that names none (a JSON Lines input's ``"yesterday"``), as text.
+    TFDS compares the text, the same order for Common Crawl's whole-second UTC ``WARC-Date``."""
+    try:
+        instant = datetime.fromisoformat(timestamp)
+    except ValueError:
+        return (False, timestamp)
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=timezone.utc)
+    return (True, (instant - _EPOCH) // _MICROSECOND)
 
 
 def select_newest_page(pages: Iterable[Page]) -> Page:

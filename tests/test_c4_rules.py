@@ -387,7 +387,20 @@ def test_select_newest_page_same_timestamp_and_text_ties_go_to_the_greatest_url(
 def test_select_newest_page_single_page_and_key_shape():
     page = make_page("Only page.")
     assert select_newest_page([page]) is page
-    assert page_recency_key(page)[:3] == (TIMESTAMP, _md5("Only page."), page.url)
+    assert page_recency_key(page)[1:4] == (TIMESTAMP, _md5("Only page."), page.url)
+
+
+@pytest.mark.parametrize("older, newer", [
+    ("2019-04-25T12:57:54Z", "2019-04-25T12:57:54.5Z"),  # WARC/1.1's fractional seconds: the text sorted them back
+    ("2019-04-25T14:00:00+02:00", "2019-04-25T13:00:00Z"),  # 12:00 UTC, written with its offset
+    ("2019-04-25T14:00:00+01:00", "2019-04-25T12:30:00-01:00"),  # 13:00 UTC before 13:30 UTC
+    ("yesterday", "2019-04-25T13:00:00Z"),  # a JSON Lines timestamp that names no time goes after every time
+    ("2019-04-25T13:00:00", "2019-04-25T13:00:01Z"),  # none given: UTC
+])
+def test_select_newest_page_compares_timestamps_as_times(older, newer):
+    """The newest page won by its timestamp's text, which is its time only for whole-second UTC ones."""
+    old, new = make_page("gamma", timestamp=older), make_page("alpha", timestamp=newer)
+    assert select_newest_page([old, new]) is new and select_newest_page([new, old]) is new
 
 
 # ------------------------------------------------------------------------------------------------ §8 clean_page
