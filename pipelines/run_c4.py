@@ -248,10 +248,26 @@ def url_lists_sha256(config: RunConfig) -> list[str]:
     return digests
 
 
+REALNEWS_DOMAINS_FIELD = "realnews_domains_sha256"  # in a documents manifest's config: a variant's own domain map
+
+
+def realnews_domains_sha256(config: RunConfig) -> str | None:
+    """The SHA-256 of the variant's RealNews domain file (`load_variant` checked it); None for the bundled map or
+    none."""
+    path = config.variant.realnews_domains
+    if path in (None, BUNDLED):
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError as error:
+        raise InputError(f"cannot read the variant's realnews_domains {path}: {error.strerror or error}") from None
+
+
 def input_hashes(config: RunConfig, files: list[str]) -> dict[str, Any]:
     """What a documents manifest's config records of this run's lists beside their paths, to compare them by content:
-    :func:`listing_sha256` and :func:`url_lists_sha256`."""
-    return {LISTING_FIELD: listing_sha256(config, files), URL_LISTS_FIELD: url_lists_sha256(config)}
+    :func:`listing_sha256`, :func:`url_lists_sha256` and :func:`realnews_domains_sha256`."""
+    return {LISTING_FIELD: listing_sha256(config, files), URL_LISTS_FIELD: url_lists_sha256(config),
+            REALNEWS_DOMAINS_FIELD: realnews_domains_sha256(config)}
 
 
 def _path_list(config: dict[str, Any]) -> Content | str | None:
@@ -268,10 +284,18 @@ def _url_lists(config: dict[str, Any]) -> list[Content | str]:
     return [Content(given, "SHA-256", digest) for given, digest in zip(url_lists, digests)] if digests else url_lists
 
 
+def _realnews_domains(config: dict[str, Any]) -> Content | str | None:
+    """A variant's ``realnews_domains`` as two runs compare it: a file by its content where the manifest records its
+    hash (an edited map is another setting, the same map moved is not), else as named ('bundled')."""
+    domains, digest = (config.get("variant") or {}).get("realnews_domains"), config.get(REALNEWS_DOMAINS_FIELD)
+    return Content(domains, "SHA-256", digest) if digest else domains
+
+
 def _settings(config: dict[str, Any]) -> Settings:
     """What decides a corpus, from a documents manifest's ``config`` (a published one, or this run's): the options of
     `c4prep run --help` in their order, then the variant's other settings."""
-    variant = {**(config.get("variant") or {}), "webtext_urls": _url_lists(config)}
+    variant = {**(config.get("variant") or {}), "webtext_urls": _url_lists(config),
+               "realnews_domains": _realnews_domains(config)}
     return [("--input", _compared_inputs(config.get("inputs") or [])), ("--input-list", _path_list(config)),
             ("--input-prefix", config.get("path_prefix")), ("--num-shards", config.get("num_shards") or "auto"),
             ("--format", config.get("format")),
@@ -308,6 +332,10 @@ def _recorded_settings(made: dict[str, Any], config: RunConfig, hashes: dict[str
         made = {**made, LISTING_FIELD: hashes[LISTING_FIELD]}
     if not made.get(URL_LISTS_FIELD) and (made.get("variant") or {}).get("webtext_urls") == config.variant.webtext_urls:
         made = {**made, URL_LISTS_FIELD: hashes[URL_LISTS_FIELD]}
+    domains = (made.get("variant") or {}).get("realnews_domains")
+    if (not made.get(REALNEWS_DOMAINS_FIELD) and hashes[REALNEWS_DOMAINS_FIELD]
+            and os.path.realpath(domains or "") == config.variant.realnews_domains):  # recorded as given before
+        made = {**made, REALNEWS_DOMAINS_FIELD: hashes[REALNEWS_DOMAINS_FIELD]}
     return _settings(made)
 
 

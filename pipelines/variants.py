@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -129,4 +130,5 @@ def load_variant(name_or_path: str, overrides: Mapping[str, Any] | None = None) 
             load_realnews_domains(variant.realnews_domains)
         except ValueError as error:
             raise VariantError(f"variant {name_or_path!r}: realnews_domains: {error}") from None
+        variant = replace(variant, realnews_domains=os.path.realpath(variant.realnews_domains))  # as a run records it
     return variant

@@ -210,6 +210,42 @@ def test_an_edited_url_list_is_another_setting_and_the_same_list_named_otherwise
     assert result.exit_code == 0, result.output
 
 
+def test_an_edited_realnews_domain_map_is_another_setting_and_the_same_map_moved_is_not(webdata, tmp_path,
+                                                                                        monkeypatch):
+    """A variant's realnews_domains file was compared by the path the variant named: the map edited in place
+    replaced the corpus (24 documents by 11), and the same map at another path was refused. The manifest records
+    the map's absolute path and SHA-256; a corpus made before, its path as given, compared by its current content."""
+    domains, output = tmp_path / "domains.json", tmp_path / "news"
+    domains.write_text('{"stackexchange.com": true, "wordpress.com": true, "blogspot.com": true}')
+    (tmp_path / "news.yaml").write_text("name: news\nrealnews_domains: domains.json\n")
+    monkeypatch.chdir(tmp_path)
+    run = ("run", "--input", str(webdata / SAMPLE_NAME), "--output", str(output), "--num-shards", "2",
+           "--no-progress", "--variant")
+    assert _invoke(*run, "news.yaml").exit_code == 0
+    config = json.loads((output / "manifest.json").read_text())["config"]
+    assert config["variant"]["realnews_domains"] == str(domains)
+    assert config["realnews_domains_sha256"] == hashlib.sha256(domains.read_bytes()).hexdigest()
+    before, made = _snapshot(output), f"the variant's realnews_domains {domains} (SHA-256 {_sha256(domains)})"
+    domains.write_text('{"stackexchange.com": true}')
+    edited = f"the variant's realnews_domains {domains} (SHA-256 {_sha256(domains)})"
+    assert _one_line_error(_invoke(*run, "news.yaml")) == _refusal(output, made, edited)
+    assert _snapshot(output) == before
+    manifest = json.loads((output / "manifest.json").read_text())
+    del manifest["config"]["realnews_domains_sha256"]
+    manifest["config"]["variant"]["realnews_domains"] = "domains.json"
+    (output / "manifest.json").write_text(json.dumps(manifest))
+    moved = tmp_path / "maps" / "domains.json"
+    moved.parent.mkdir()
+    shutil.copy(domains, moved)
+    (tmp_path / "moved.yaml").write_text(f"name: news\nrealnews_domains: {moved}\n")
+    result = _invoke(*run, "moved.yaml")
+    assert result.exit_code == 2  # recorded before hashes, by its path: another path is another map
+    result = _invoke(*run, "news.yaml")
+    assert result.exit_code == 0, result.output
+    result = _invoke(*run, "moved.yaml")
+    assert result.exit_code == 0, result.output
+
+
 def _recorded_inputs(output: Path, inputs: list[str]) -> None:
     """Make ``output``'s manifest record ``inputs``, as an earlier run or install did."""
     manifest = json.loads((output / "manifest.json").read_text())
