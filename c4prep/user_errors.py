@@ -57,6 +57,11 @@ class OneLineErrorsGroup(click.Group):
         except KeyboardInterrupt as interrupt:
             raise CommandStopped from interrupt
 
+    def _named_command(self, args) -> str:
+        """The command the arguments name (click gives no context for an option whose value is missing)."""
+        named = next((arg for arg in (sys.argv[1:] if args is None else args) if arg in self.commands), None)
+        return f"{self.name} {named}" if named else self.name
+
     def _one_line_main(self, args, prog_name, complete_var, **extra):
         """click's ``main`` with each error it handles printed as one line, then ``sys.exit``."""
         try:
@@ -65,7 +70,7 @@ class OneLineErrorsGroup(click.Group):
             click.echo(error.format_message(), err=True)
             sys.exit(error.exit_code)
         except click.UsageError as error:
-            where = error.ctx.command_path if error.ctx is not None else self.name
+            where = error.ctx.command_path if error.ctx is not None else self._named_command(args)
             click.echo(f"Error: {error.format_message()} (see `{where} --help`)", err=True)
             sys.exit(error.exit_code)
         except click.ClickException as error:

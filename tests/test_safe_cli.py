@@ -471,6 +471,7 @@ def test_an_output_that_becomes_unwritable_is_one_line(webdata, tmp_path, monkey
     (["vocab", "--vocab-size", "many"],
      "Error: Invalid value for '--vocab-size': 'many' is not a valid integer. (see `c4prep vocab --help`)"),
     (["tokenise"], "Error: No such command 'tokenise'. Did you mean 'tokenize'? (see `c4prep --help`)"),
+    (["run", "--input"], "Error: Option '--input' requires an argument. (see `c4prep run --help`)"),  # was c4prep's
 ])
 def test_click_usage_errors_are_one_line(args, expected):
     """Click's own usage errors too: one line on stderr and exit 2, no usage block (run as a user runs it)."""
