@@ -47,6 +47,27 @@ def test_gpt_pretrains_on_the_token_shards_and_evaluates_the_same(gpt_lm_run, sa
     assert evaluated["step"] == 4 and 0 < evaluated["metrics"]["loss"] < 10
 
 
+@pytest.mark.parametrize("refused, message", [
+    (["data.validation_split=nosuch"], "split 'nosuch' of {tokens} does not exist to evaluate: set "
+                                       "data.validation_split to a split with documents (train)"),
+    (["data.validation_split=validation"], "split 'validation' of {tokens} has no documents to evaluate: set "
+                                           "data.validation_split to a split with documents (train)"),
+    (["data.validation_split=train", "objective.targets_length=500"], "exceed the model's 64"),
+])
+def test_a_refused_evaluate_keeps_the_record_of_the_last_one(gpt_lm_run, sample_tokens, tmp_path, capsys, refused,
+                                                             message):
+    """A refused evaluate rewrote its folder's config.yaml, which then named settings no score in metrics.jsonl was
+    made with (a split that does not exist, an objective the model cannot take)."""
+    evaluate = ["stage=evaluate", f"init_from={gpt_lm_run}", "objective=lm", f"data.tokens={sample_tokens}",
+                f"output_dir={tmp_path}", *QUIET]
+    assert main([*evaluate, "data.validation_split=train", "trainer.eval_batches=1"]) == 0
+    recorded = (tmp_path / "config.yaml").read_bytes()
+    capsys.readouterr()
+    assert main([*evaluate, *refused]) == 2
+    assert message.format(tokens=sample_tokens) in capsys.readouterr().err
+    assert (tmp_path / "config.yaml").read_bytes() == recorded
+
+
 def test_lm_rows_longer_than_the_model_are_refused(sample_tokens, tmp_path, capsys):
     assert main(["model=gpt_tiny", "objective=lm", "objective.targets_length=129", f"data.tokens={sample_tokens}",
                  f"output_dir={tmp_path}", *QUIET]) == 2

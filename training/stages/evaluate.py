@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from c4prep.manifest import read_manifest
+
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..config_errors import TrainConfigError
 from ..config_groups import TrainConfig
@@ -35,12 +37,12 @@ def run_evaluate(cfg: TrainConfig) -> dict[str, Any]:
         raise TrainConfigError(f"init_from={cfg.init_from} has {state['model_spec'].get('vocab_size')} ids but "
                                f"{cfg.data.tokens} was encoded with {data.vocab_size}: evaluate on token shards "
                                "encoded with the checkpoint's vocabulary")
-    ctx = start_run(cfg)
-    model = model_from_checkpoint(state).to(ctx.device)
+    model = model_from_checkpoint(state)
     check_rows_fit(model, data.row_builder)
     if data.validation is None:
-        raise TokenDataError(f"split {cfg.data.validation_split!r} of {cfg.data.tokens} has no samples to evaluate; "
-                             "set data.validation_split=<split>")
+        raise TokenDataError(_no_split_message(cfg.data.tokens, cfg.data.validation_split))
+    ctx = start_run(cfg)  # checked first: a refused evaluate leaves the record of the last one (config.yaml) as it was
+    model = model.to(ctx.device)
     batches = row_set_eval_batches(data.validation, ctx.env.rank, ctx.env.world_size, ctx.settings.micro_batch_size)
     metrics = evaluate_model(model, data.batch_loss, batches, ctx.env, ctx.device, ctx.settings.precision,
                              ctx.settings.eval_batches)
@@ -48,6 +50,14 @@ def run_evaluate(cfg: TrainConfig) -> dict[str, Any]:
     with MetricsLogger(ctx.run_dir, enabled=ctx.env.is_main, tensorboard=False) as logger:
         logger.log(int(state["step"]), split, metrics or {})
     return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]), "split": split, "validation": metrics}
+
+
+def _no_split_message(tokens: str, split: str) -> str:
+    splits = read_manifest(tokens).splits
+    what = "has no documents" if split in splits else "does not exist"
+    held = ", ".join(name for name, info in splits.items() if info.num_rows) or "none"
+    return (f"split {split!r} of {tokens} {what} to evaluate: set data.validation_split to a split with documents "
+            f"({held})")
 
 
 def _check_trained_shards(cfg: TrainConfig, state: dict[str, Any], fingerprint: str | None) -> None:
