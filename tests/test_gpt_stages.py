@@ -68,6 +68,17 @@ def test_a_refused_evaluate_keeps_the_record_of_the_last_one(gpt_lm_run, sample_
     assert (tmp_path / "config.yaml").read_bytes() == recorded
 
 
+def test_a_learning_rate_whose_update_overflows_float32_stops_in_one_line(sample_tokens, tmp_path, capsys):
+    """lr=1e300 ended in torch's traceback (exit 1), 'value cannot be converted to type float without overflow'."""
+    code = main(["model=gpt_tiny", "objective=lm", "objective.targets_length=65", f"data.tokens={sample_tokens}",
+                 "optimizer=adamw", "optimizer.lr=1e300", "trainer.max_steps=2", f"output_dir={tmp_path}", *QUIET])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err  # as a run whose loss becomes NaN
+    assert err.strip().splitlines()[-1].startswith("train: stopped: the update of step 1 (lr ")
+    assert err.strip().endswith("is beyond float32's range; lower the learning rate")
+    assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
+
+
 def test_lm_rows_longer_than_the_model_are_refused(sample_tokens, tmp_path, capsys):
     assert main(["model=gpt_tiny", "objective=lm", "objective.targets_length=129", f"data.tokens={sample_tokens}",
                  f"output_dir={tmp_path}", *QUIET]) == 2

@@ -42,8 +42,8 @@ from .step_graphs import Batch, CapturedSteps, prepare_optimizer, uncaptured_sta
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss became NaN or infinite; training stopped before the bad update (``trainer.loss_check=log``: at the
-    next read of the queued losses, before any checkpoint)."""
+    """The loss became NaN or infinite (training stopped before its update; ``trainer.loss_check=log``: at the next
+    read of the queued losses), or an update overflowed float32; either way before any checkpoint."""
 
 
 def _diverged(loss: float, step: int, lr: float, queued_after: int = 0) -> TrainingDiverged:
@@ -252,7 +252,13 @@ class Trainer:
                 raise _diverged(value, self.step + 1, lr)
             if self.grad_hook is not None:
                 self.grad_hook(self.step)
-            grad_norm = self._clip_and_update()
+            try:
+                grad_norm = self._clip_and_update()
+            except RuntimeError as error:  # torch's, for a step size beyond float32 (lr 1e300)
+                if "without overflow" not in str(error):
+                    raise
+                raise TrainingDiverged(f"the update of step {self.step + 1} (lr {lr:.3g}) is beyond float32's range; "
+                                       "lower the learning rate") from None
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         tokens = sum(self.batch_loss.num_tokens(b) for b in micro_batches) * self.env.world_size
