@@ -415,6 +415,15 @@ def test_an_output_dir_of_the_users_or_of_token_shards_is_refused_untouched(samp
                                       "or a run to resume)")
 
 
+@pytest.mark.parametrize("stage", ["pretrain", "finetune", "evaluate"])
+def test_an_empty_init_from_is_refused(tmp_path, capsys, stage):
+    """`init_from=$RUN` with RUN unset trained from scratch without a word, and recorded init_from ''."""
+    assert main([f"stage={stage}", "init_from=", f"output_dir={tmp_path}"]) == 2
+    assert one_line_error(capsys) == ("train: error: init_from= names no checkpoint: give a checkpoint file or run "
+                                      "folder, or leave init_from out to start from scratch")
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
 def test_a_resume_into_a_folder_that_cannot_be_written_is_one_line(sample_tokens, tmp_path, capsys, monkeypatch):
     """A read-only run folder: the resume wrote its run files first and failed with a traceback."""
     assert train(sample_tokens, tmp_path) == 0

@@ -163,6 +163,9 @@ def load_config(overrides: Sequence[str] = ()) -> TrainConfig:
         OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as error:
         raise TrainConfigError(f"bad override: {_one_line(error, overrides)}") from None
+    if cfg.init_from is not None and not str(cfg.init_from).strip():  # `init_from=$RUN` with RUN unset
+        raise TrainConfigError("init_from= names no checkpoint: give a checkpoint file or run folder, or leave "
+                               "init_from out to start from scratch")
     if cfg.init_from:
         cfg = with_run_settings(cfg, overrides, held) if cfg.stage in RUN_STAGES else with_run_model(cfg, overrides)
     return with_absolute_paths(typed_config(cfg))
