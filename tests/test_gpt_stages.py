@@ -52,6 +52,8 @@ def test_gpt_pretrains_on_the_token_shards_and_evaluates_the_same(gpt_lm_run, sa
                                        "data.validation_split to a split with documents (train)"),
     (["data.validation_split=validation"], "split 'validation' of {tokens} has no documents to evaluate: set "
                                            "data.validation_split to a split with documents (train)"),
+    (["data.validation_split=null"], "data.validation_split=null leaves nothing to evaluate: set it to a split of "
+                                     "{tokens} (train)"),
     (["data.validation_split=train", "objective.targets_length=500"], "exceed the model's 64"),
 ])
 def test_a_refused_evaluate_keeps_the_record_of_the_last_one(gpt_lm_run, sample_tokens, tmp_path, capsys, refused,

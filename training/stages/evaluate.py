@@ -22,12 +22,13 @@ from ..metrics_log import MetricsLogger
 from ..trainer import evaluate_model
 from .data_setup import check_run_vocabulary, pretrain_data, trained_on_shards
 from .model_setup import check_model_settings, check_rows_fit, model_from_checkpoint
-from .run import start_run
+from .run import check_run_folder, start_run
 
 
 def run_evaluate(cfg: TrainConfig) -> dict[str, Any]:
     if not cfg.init_from:
         raise CheckpointError("stage=evaluate needs init_from=<checkpoint file or run folder>")
+    check_run_folder(cfg.output_dir, cfg.stage)  # what start_run checks first, before the run's data is checked
     state = load_checkpoint(cfg.init_from)
     check_model_settings(cfg, state["model_spec"])
     data = pretrain_data(cfg.data, cfg.objective, cfg.seed, state["model_spec"].get("name") == "gpt", cfg.z_loss)
@@ -52,10 +53,12 @@ def run_evaluate(cfg: TrainConfig) -> dict[str, Any]:
     return {"run_dir": str(ctx.run_dir), "checkpoint_step": int(state["step"]), "split": split, "validation": metrics}
 
 
-def _no_split_message(tokens: str, split: str) -> str:
+def _no_split_message(tokens: str, split: str | None) -> str:
     splits = read_manifest(tokens).splits
-    what = "has no documents" if split in splits else "does not exist"
     held = ", ".join(name for name, info in splits.items() if info.num_rows) or "none"
+    if split is None:
+        return f"data.validation_split=null leaves nothing to evaluate: set it to a split of {tokens} ({held})"
+    what = "has no documents" if split in splits else "does not exist"
     return (f"split {split!r} of {tokens} {what} to evaluate: set data.validation_split to a split with documents "
             f"({held})")
 
