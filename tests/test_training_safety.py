@@ -424,6 +424,17 @@ def test_an_empty_init_from_is_refused(tmp_path, capsys, stage):
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("overrides, key", [
+    (["experiment=cs224n_a5_finetune", "data.evaluate="], "data.evaluate"),  # answered no questions, silently
+    (["data=ptb", "data.validation= "], "data.validation"),
+    (["data=text_to_text", "data.vocab="], "data.vocab"),
+    (["generate.prompts_file="], "generate.prompts_file"),
+])
+def test_a_path_setting_that_names_nothing_is_refused(tmp_path, capsys, overrides, key):
+    assert main([*overrides, f"output_dir={tmp_path}"]) == 2
+    assert one_line_error(capsys) == f"train: error: {key}= names no file or folder: give one, or leave {key} out"
+
+
 def test_a_resume_into_a_folder_that_cannot_be_written_is_one_line(sample_tokens, tmp_path, capsys, monkeypatch):
     """A read-only run folder: the resume wrote its run files first and failed with a traceback."""
     assert train(sample_tokens, tmp_path) == 0

@@ -178,10 +178,20 @@ def with_absolute_paths(cfg: TrainConfig) -> TrainConfig:
     data = cfg.data
     for name in DATA_PATHS:
         if hasattr(data, name):
-            setattr(data, name, absolute_path(getattr(data, name)))
-    for files in getattr(data, "tasks", {}).values():
-        files.train, files.validation = absolute_path(files.train), absolute_path(files.validation)
+            setattr(data, name, _path_setting(f"data.{name}", getattr(data, name)))
+    for task, files in getattr(data, "tasks", {}).items():
+        files.train = _path_setting(f"data.tasks.{task}.train", files.train)
+        files.validation = _path_setting(f"data.tasks.{task}.validation", files.validation)
+    cfg.generate.prompts_file = _path_setting("generate.prompts_file", cfg.generate.prompts_file)
     return cfg
+
+
+def _path_setting(key: str, path: str | None) -> str | None:
+    """A path setting made absolute; a one-line error for one that names nothing (``data.evaluate=$FILE`` with FILE
+    unset would otherwise mean "none", silently)."""
+    if isinstance(path, str) and not path.strip():
+        raise TrainConfigError(f"{key}= names no file or folder: give one, or leave {key} out")
+    return absolute_path(path)
 
 
 def typed_config(cfg: DictConfig) -> TrainConfig:
