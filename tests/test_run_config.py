@@ -84,6 +84,22 @@ def test_training_stages_take_only_the_runs_model_and_bare_checkpoints_keep_the_
     assert cfg.model.name == "t5" and cfg.output_dir == str(bare.parent / "evaluate")
 
 
+def test_a_checkpoint_copied_out_of_its_run_brings_the_settings_it_records(tmp_path):
+    """Copied out of its run folder (no config.yaml beside it), a GPT checkpoint was evaluated and fine-tuned as
+    train.yaml's default t5_small on its default data, though the checkpoint records the settings it trained with."""
+    settings = settings_values(load_config(RUN_SETTINGS))
+    save_checkpoint(tmp_path, 3, {"step": 3, "model": {}, "model_spec": {"name": "gpt"}, "settings": settings},
+                    keep=1)
+    loose = tmp_path / "copied" / "model.pt"
+    loose.parent.mkdir()
+    next((tmp_path / "checkpoints").glob("step_*.pt")).rename(loose)
+    evaluate = load_config(["stage=evaluate", f"init_from={loose}"])
+    assert (evaluate.model.size, evaluate.objective.name, evaluate.data.tokens) == ("gpt_tiny", "lm", "/data/tokens")
+    assert evaluate.output_dir == str(loose.parent / "evaluate")
+    finetune = load_config(["stage=finetune", f"init_from={loose}"])
+    assert (finetune.model.name, finetune.model.size) == ("gpt", "gpt_tiny")
+
+
 def test_a_missing_run_is_one_line(tmp_path, capsys):
     assert main(["stage=evaluate", f"init_from={tmp_path / 'nowhere'}"]) == 2
     assert f"checkpoint {tmp_path / 'nowhere'} does not exist" in one_line_error(capsys)

@@ -1,9 +1,9 @@
 """The settings of a trained run for the stages that use one (``evaluate``, ``generate``, ``classify``).
 
 Such a stage scores or samples ``init_from``'s model on the data and objective it was trained with: ``model``,
-``objective``, ``data`` and ``z_loss`` come from the run folder's ``config.yaml`` (written when it trained), and
-what the command line sets wins: ``data=<option>`` replaces the whole section, ``objective.inputs_length=64``
-that one key. A preset (``experiment=``) does not override them: it describes how a run trains. The stage
+``objective``, ``data`` and ``z_loss`` come from the run folder's ``config.yaml`` (written when it trained; for a
+checkpoint file copied out of its run, from the settings the checkpoint records), and what the command line sets
+wins: ``data=<option>`` replaces the whole section, ``objective.inputs_length=64`` that one key. A preset (``experiment=``) does not override them: it describes how a run trains. The stage
 writes into ``<run folder>/<stage>`` unless the command line gives ``output_dir``.
 
 A stage that trains from ``init_from`` takes only the run's ``model`` section (:func:`with_run_model`): the
@@ -23,7 +23,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from .checkpoint import CHECKPOINTS, CheckpointError, resolve_checkpoint
+from .checkpoint import CHECKPOINTS, CheckpointError, load_checkpoint, resolve_checkpoint
 from .config_errors import TrainConfigError
 
 RUN_STAGES = ("evaluate", "generate", "classify")
@@ -89,6 +89,12 @@ def recorded_settings(folder: Path) -> dict[str, Any]:
     return settings
 
 
+def trained_settings(init_from: str, folder: Path) -> dict[str, Any]:
+    """The settings ``init_from``'s run trained with: its ``folder``'s ``config.yaml``, or for a checkpoint file
+    with none beside it (copied out of its run) those the checkpoint records; empty where neither has them."""
+    return recorded_settings(folder) or load_checkpoint(init_from).get("settings") or {}
+
+
 def _with_saved(cfg: DictConfig, run: dict[str, Any], names: Sequence[str], given: set[str]) -> DictConfig:
     """``cfg`` with the sections ``names`` of a run's recorded settings where ``given`` sets none (keys it sets
     inside a section win)."""
@@ -112,7 +118,7 @@ def with_run_settings(cfg: DictConfig, overrides: Sequence[str],
         cfg.output_dir = str(folder / cfg.stage)
     if cfg.stage == "evaluate" and "trainer.eval_batches" not in given:
         cfg.trainer.eval_batches = 0  # the whole split: train.yaml's and a preset's limit a training run's validation
-    cfg = _with_saved(cfg, recorded_settings(folder), RUN_SETTINGS, given)
+    cfg = _with_saved(cfg, trained_settings(cfg.init_from, folder), RUN_SETTINGS, given)
     with open_dict(cfg):
         for key, value in (held or {}).values():
             OmegaConf.update(cfg, key, value, merge=False)
@@ -133,7 +139,7 @@ def with_run_model(cfg: DictConfig, overrides: Sequence[str]) -> DictConfig:
         folder = trained_run_folder(cfg.init_from)
     except CheckpointError:  # not a checkpoint of `train` (AdaVAE's Hugging Face GPT-2 folder): the stage reads it
         return cfg
-    run = recorded_settings(folder)
+    run = trained_settings(cfg.init_from, folder)
     same_family = (run.get("model") or {}).get("name") == cfg.model.get("name")
     if not same_family and "experiment" in given:  # a preset's model around the run's (AdaVAE around a GPT)
         return cfg
