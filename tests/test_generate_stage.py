@@ -250,6 +250,18 @@ def test_a_model_of_another_family_is_refused(t5_run, gpt_run, stage, tmp_path, 
         assert not output.exists()
 
 
+@pytest.mark.parametrize("stage", [["stage=evaluate"], ["stage=generate", PROMPTS]])
+def test_a_checkpoint_of_another_family_than_its_runs_record_is_named_so(t5_run, gpt_run, stage, tmp_path, capsys):
+    """A T5 checkpoint copied over a GPT run's was refused with 'leave out model=', which no one had given."""
+    run = shutil.copytree(gpt_run, tmp_path / "run")
+    (checkpoint,) = (run / "checkpoints").glob("step_*.pt")
+    shutil.copy(next((t5_run / "checkpoints").glob("step_*.pt")), checkpoint)
+    assert main([*stage, f"init_from={run}", f"output_dir={tmp_path / 'out'}", *QUIET]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"train: error: init_from={run} holds a t5 model, but its run folder's config.yaml records a gpt one: the "
+        "checkpoint is not the run's, or config.yaml was changed; restore the run's files")
+
+
 def test_continued_pretraining_of_another_family_leaves_no_run_folder(t5_run, sample_tokens, tmp_path, capsys):
     """Refused in one line, but the run folder was made first (config.yaml recording the GPT that never trained)."""
     output = tmp_path / "run"

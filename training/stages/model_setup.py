@@ -67,6 +67,10 @@ def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> N
     folder = trained_run_folder(cfg.init_from)
     recorded = (folder / RUN_CONFIG).is_file()
     if configured != family and family in MODEL_SCHEMAS and recorded:
+        if _is_the_record(settings, recorded_settings(folder).get("model")):  # no model setting was given
+            raise TrainConfigError(f"init_from={cfg.init_from} holds a {family} model, but its run folder's "
+                                   f"{RUN_CONFIG} records a {configured} one: the checkpoint is not the run's, or "
+                                   f"{RUN_CONFIG} was changed; restore the run's files")
         raise TrainConfigError(f"init_from={cfg.init_from} is a {family} checkpoint, but the model settings give a "
                                f"{configured} model: the model comes from init_from, so leave out model= (the run's "
                                "is used) or give the one it trained with")
