@@ -306,8 +306,11 @@ def _why_no_manifest(output_uri: str) -> str:
     """What a folder without a manifest is, and what to do: the manifest itself given, a vocabulary, or an output
     that does not exist or was not finished."""
     fs, path = resolve_uri(output_uri)
-    if output_uri.rstrip("/").endswith(MANIFEST_NAME) and fs.get_file_info(path).type == pafs.FileType.File:
+    is_file = fs.get_file_info(path).type == pafs.FileType.File
+    if output_uri.rstrip("/").endswith(MANIFEST_NAME) and is_file:
         return "that is the manifest itself: give the folder that holds it"
+    if is_file:
+        return "that is a file: give the output folder of the stage you meant"
     card = resolve_uri(join_uri(output_uri, VOCABULARY_CARD))
     if card[0].get_file_info(card[1]).type == pafs.FileType.File:
         return f"it holds a vocabulary ({VOCABULARY_CARD}), not shards: give the output folder of the stage you meant"

@@ -187,7 +187,8 @@ def test_a_manifest_file_or_a_vocabulary_as_token_shards_says_what_it_is(sample_
                                                                          capsys):
     """Both said the output does not exist, though the file was there."""
     for given, says in [(sample_tokens / "manifest.json", "that is the manifest itself: give the folder that holds it"),
-                        (sample_vocab, "it holds a vocabulary (vocab.json), not shards")]:
+                        (sample_vocab, "it holds a vocabulary (vocab.json), not shards"),
+                        (sample_vocab / "spm.model", "that is a file: give the output folder of the stage you meant")]:
         assert main([f"data.tokens={given}", f"output_dir={tmp_path / 'run'}", *TINY]) == 2
         assert capsys.readouterr().err.strip().startswith(f"train: error: no manifest.json in {given}: {says}")
 
