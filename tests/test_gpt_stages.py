@@ -193,6 +193,12 @@ def test_gpt1_fine_tuning_is_deterministic_and_records_the_gpt_it_trains(gpt_lm_
     assert capsys.readouterr().err.strip() == (
         "train: error: data.kind=classification fine-tunes a GPT, not the t5 model the config names "
         f"(init_from={gpt_lm_run} is a gpt run): choose a GPT model preset (model=gpt_*) or a GPT run")
+    classifier = tmp_path / "a"  # it said only "is not a GPT checkpoint"
+    assert main([*(f"init_from={classifier}" if arg.startswith("init_from=") else arg for arg in args),
+                 f"output_dir={tmp_path / 'd'}"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"train: error: init_from={classifier} holds a gpt_classifier model, not a GPT language model: fine-tune "
+        "from a GPT pre-training run (stage=pretrain with a model=gpt_* preset)")
 
 
 @pytest.mark.parametrize(("override", "message"), [

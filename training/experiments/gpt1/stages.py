@@ -50,8 +50,10 @@ def classifier_model(cfg: TrainConfig, vocab_size: int, num_classes: int,
         state = finetuning_state(load_checkpoint(cfg.init_from), cfg)
         check_model_settings(cfg, state["model_spec"])
         backbone_spec = dict(state["model_spec"])
-        if backbone_spec.pop("name") != "gpt":
-            raise TrainConfigError(f"{cfg.init_from} is not a GPT checkpoint")
+        family = backbone_spec.pop("name")
+        if family != "gpt":
+            raise TrainConfigError(f"init_from={cfg.init_from} holds a {family} model, not a GPT language model: "
+                                   "fine-tune from a GPT pre-training run (stage=pretrain with a model=gpt_* preset)")
         backbone = model_from_checkpoint(state)
         if not isinstance(backbone, GPT) or backbone.config.vocab_size > vocab_size:
             raise TrainConfigError(f"{cfg.init_from} has {backbone_spec['vocab_size']} ids, more than data.vocab's "
