@@ -67,16 +67,20 @@ def tokens(tmp_path_factory, c4_texts) -> Path:
                                  [pa.RecordBatch.from_pydict(columns, schema=DOCUMENT_SCHEMA)]))
     write_manifest(str(corpus), build_manifest(DOCUMENT_SCHEMA, infos, config={}, counters={}))
     train_vocabulary(VocabConfig(inputs=[str(corpus)], output=str(root / "vocab"), vocab_size=1000, num_threads=1))
-    model_uri, proto, card = locate_vocabulary(str(root / "vocab"))
-    vocab = SentencePieceVocabulary(proto)
-    schema = token_schema(vocab.vocab_size)
-    output, infos = root / "tokens", []
+    return write_tokens(root / "tokens", corpus, root / "vocab", splits, extra_ids=100)
+
+
+def write_tokens(output: Path, corpus: Path, vocab_folder: Path, splits: dict[str, list[str]], extra_ids: int) -> Path:
+    """Token shards of ``splits``' texts as `c4prep tokenize --extra-ids` writes them."""
+    model_uri, proto, card = locate_vocabulary(str(vocab_folder))
+    vocab = SentencePieceVocabulary(proto, extra_ids=extra_ids)
+    schema, infos = token_schema(vocab.vocab_size), []
     for split, texts in splits.items():
         batch = token_batch(schema, vocab.encode_arrays(texts, add_eos=True), [f"doc://{i}" for i in range(len(texts))])
         infos.append(write_shard(str(output / shard_name(split, 0, 1)), schema, [batch]))
     extra = {"source": {"uri": str(corpus), "fingerprint": manifest_fingerprint(read_manifest(str(corpus)))},
              "vocabulary": {"model": model_uri, "model_sha256": hashlib.sha256(proto).hexdigest(),
-                            "vocab_size": vocab.vocab_size, "extra_ids": 100, "card": card}}
+                            "vocab_size": vocab.vocab_size, "extra_ids": extra_ids, "card": card}}
     write_manifest(str(output), build_manifest(schema, infos, config={}, counters={}, extra=extra))
     return output
 
@@ -404,6 +408,25 @@ def test_vocab_exports_a_run_whose_token_shards_are_gone(t5_export, tokens, ptb_
     assert result.exit_code == 0, result.output
     for name in ("model.safetensors", "tokenizer.json", "spiece.model"):
         assert (tmp_path / "out" / name).read_bytes() == (t5_export[1] / name).read_bytes()
+
+
+def test_vocab_exports_a_run_on_shards_of_other_extra_ids_once_they_are_gone(tokens, c4_texts, tmp_path):
+    """With the shards' manifest gone, the vocabulary was taken with T5's 100 sentinels: a run on `tokenize
+    --extra-ids 7` shards could not be exported ('the vocabulary has 1100 ids but the model 1007')."""
+    made = read_manifest(str(tokens)).extra
+    seven = write_tokens(tmp_path / "tokens7", Path(made["source"]["uri"]), Path(made["vocabulary"]["model"]).parent,
+                         {"train": c4_texts[:240]}, extra_ids=7)
+    assert train([f"data.tokens={seven}", "model=t5_tiny", "objective.inputs_length=64", "objective.targets_length=16",
+                  "data.validation_split=null", "trainer.eval_every=0", f"output_dir={tmp_path / 'run'}",
+                  *SHORT]) == 0
+    export_run(tmp_path / "run", tmp_path / "with_shards")
+    shutil.rmtree(seven)
+    result = CliRunner().invoke(c4prep_main, ["export", str(tmp_path / "run"), str(tmp_path / "out"), "--vocab",
+                                              made["vocabulary"]["model"]])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["vocab_size"] == 1024  # 1,007 ids padded
+    for name in ("model.safetensors", "tokenizer.json", "spiece.model"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "with_shards" / name).read_bytes()
 
 
 def test_the_cli_exports_and_says_what_it_wrote(t5_export, tmp_path):

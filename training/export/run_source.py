@@ -153,6 +153,8 @@ def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVoc
         raise ExportError("the run's data names no vocabulary: pass --vocab=<vocabulary folder or .model file>")
     try:
         uri, proto, card = locate_vocabulary(vocab)
+        if manifest is None and run.data.get("kind") == "tokens":  # the shards' record of --extra-ids is gone
+            extra_ids = _extra_ids_of_model(run, SentencePieceVocabulary(proto, extra_ids=0).vocab_size)
         found = SentencePieceVocabulary(proto, extra_ids=extra_ids)
     except ValueError as error:
         raise ExportError(f"vocabulary {vocab}: {error} (pass --vocab=<vocabulary folder or .model file>)") from None
@@ -172,6 +174,14 @@ def _sentencepiece(run: TrainedRun, vocab: str | None) -> tuple[SentencePieceVoc
                           ".model file the run used> to export without naming its shards")
     lineage["vocabulary"] = {"uri": uri, "sha256": sha256, "sources": (card or {}).get("sources", [])}
     return found, lineage
+
+
+def _extra_ids_of_model(run: TrainedRun, base_ids: int) -> int:
+    """The sentinel ids of a run on token shards whose manifest is gone: the model's ids beyond the vocabulary's
+    (`tokenize --extra-ids`; its SHA-256, which the run folder keeps, says it is the run's); 100, T5's, where the
+    model has fewer (the size check then says it is not the run's vocabulary)."""
+    beyond = int(run.spec.get("vocab_size") or 0) - base_ids
+    return beyond if beyond >= 0 else T5_EXTRA_IDS
 
 
 def _token_manifest(tokens: str, vocab: str | None) -> Manifest | None:
