@@ -161,6 +161,23 @@ def test_t5_tokenizer_gives_our_ids_on_real_documents(t5_export, tokens, c4_text
     assert tokenizer.decode(ids) == vocab.decode(ids)
 
 
+def test_tokenizers_decode_sentinels_and_unk_as_c4prep(t5_export, gpt_exports, tokens):
+    """Sentinels were decoded without the space c4prep's vocabulary (as seqio's) puts before one after text, and UNK
+    as '<unk>' where SentencePiece writes ' ⁇ '. Not by transformers 5's T5Tokenizer, which builds its own decoder."""
+    vocab = vocabulary(tokens)
+    words = vocab.encode("The cat sat")
+    ids = [*words, vocab.sentinel_id(0), *words[1:], vocab.unk_id, *words[1:], vocab.sentinel_id(1),
+           vocab.sentinel_id(2)]
+    assert "sat <extra_id_0>" in vocab.decode(ids) and " ⁇ " in vocab.decode(ids)
+    gpt = transformers.AutoTokenizer.from_pretrained(gpt_exports["tokens"][1])
+    assert gpt.decode(ids) == " " + vocab.decode(ids)  # a GPT's keeps the first word's space
+    t5 = transformers.AutoTokenizer.from_pretrained(t5_export[1])
+    if TRANSFORMERS_4:
+        assert t5.decode(ids) == vocab.decode(ids)
+    else:
+        assert t5.decode([*words, vocab.sentinel_id(0)]) == vocab.decode(words) + "<extra_id_0>"
+
+
 def test_tokenizers_split_words_at_spaces_alone_as_sentencepiece(t5_export, gpt_exports, tokens):
     """A whitespace that SentencePiece's normalisation keeps (U+0085 NEXT LINE: its <unk>) was dropped. Not by
     transformers 5's T5Tokenizer, which builds its own pre-tokenizer (any whitespace splits words, as for Google's

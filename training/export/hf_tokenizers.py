@@ -18,13 +18,16 @@ A GPT's tokenizers decode every word with the space before it, the first word's 
 does), so decoding ids in parts and joining the texts gives the text of all of them: transformers 5.x's
 text-generation pipeline appends the new ids' text to the prompt (4.x cut the prompt's decoded length off the whole
 text), and SentencePiece's decoding, which drops the first word's space, ran the continuation into the prompt
-("The city ofof"). A T5's decodes as SentencePiece does: its outputs are decoded alone.
+("The city ofof"). A T5's decodes as SentencePiece does: its outputs are decoded alone. Sentinels and UNK decode as
+c4prep's vocabulary decodes them (a space before a sentinel after text, as seqio's; UNK as SentencePiece's ``" ⁇ "``),
+but in transformers 5's ``T5Tokenizer``, which builds its own decoder.
 
 Every tokenizer returns ``input_ids`` and ``attention_mask`` alone: transformers 4.x's ``PreTrainedTokenizerFast``
 also returned ``token_type_ids``, which ``GPT2LMHeadModel`` adds as embeddings (of id 0) to every position.
 """
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,7 +113,10 @@ def sentencepiece_tokenizer(vocab: SentencePieceVocabulary, family: str) -> Any:
     # words split at spaces alone, as SentencePiece's: a whitespace its normalisation keeps (U+0085) is a character
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(" +"), behavior="removed"),
                                                        pre_tokenizers.Metaspace(**metaspace)])
-    tokenizer.decoder = decoders.Metaspace(**{**metaspace, "prepend_scheme": "always" if family == "t5" else "never"})
+    unk = scores[vocab.unk_id][0]
+    tokenizer.decoder = decoders.Sequence([  # as c4prep's: a sentinel after text follows a space, UNK is SentencePiece's
+        decoders.Replace(Regex("^<extra_id_"), "▁<extra_id_"), decoders.Replace(Regex(f"^{re.escape(unk)}$"), "▁⁇▁"),
+        decoders.Metaspace(**{**metaspace, "prepend_scheme": "always" if family == "t5" else "never"})])
     tokenizer.add_special_tokens([scores[i][0] for i in (vocab.pad_id, vocab.eos_id, vocab.unk_id)] + sentinels)
     if family == "t5":
         eos = scores[vocab.eos_id][0]
