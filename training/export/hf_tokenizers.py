@@ -20,7 +20,7 @@ text-generation pipeline appends the new ids' text to the prompt (4.x cut the pr
 text), and SentencePiece's decoding, which drops the first word's space, ran the continuation into the prompt
 ("The city ofof"). A T5's decodes as SentencePiece does: its outputs are decoded alone. Sentinels and UNK decode as
 c4prep's vocabulary decodes them (a space before a sentinel after text, as seqio's; UNK as SentencePiece's ``" ⁇ "``),
-but in transformers 5's ``T5Tokenizer``, which builds its own decoder.
+except in transformers 5's ``T5Tokenizer``, which builds its own decoder.
 
 Every tokenizer returns ``input_ids`` and ``attention_mask`` alone: transformers 4.x's ``PreTrainedTokenizerFast``
 also returned ``token_type_ids``, which ``GPT2LMHeadModel`` adds as embeddings (of id 0) to every position.
