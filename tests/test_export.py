@@ -274,6 +274,9 @@ def test_gpt_tokenizers_give_our_ids(gpt_exports, tokens, c4_texts, shared_data)
     lines = (shared_data / "ptb" / "valid.txt").read_text().splitlines()[:200]
     assert [tokenizer(line).input_ids for line in lines] == [[words.bos_id, *words.encode(line)] for line in lines]
     assert tokenizer.decode(words.encode(lines[0])) == " " + words.decode(words.encode(lines[0]))
+    separated = "the\x1ccompany\x1fsaid \u2028 it\x85was"  # str.split()'s whitespace: U+001C-U+001F too
+    assert tokenizer(separated).input_ids == [words.bos_id, *words.encode(separated)]
+    assert words.unk_id not in words.encode(separated)
     chars = CharVocabulary.from_text((gpt_exports["chars"][0].parent / "shakespeare.txt").read_text())
     tokenizer = transformers.AutoTokenizer.from_pretrained(gpt_exports["chars"][1])
     passage = (shared_data / "tinyshakespeare" / "input.txt").read_text()[:2000]

@@ -114,8 +114,9 @@ def sentencepiece_tokenizer(vocab: SentencePieceVocabulary, family: str) -> Any:
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(" +"), behavior="removed"),
                                                        pre_tokenizers.Metaspace(**metaspace)])
     unk = scores[vocab.unk_id][0]
-    tokenizer.decoder = decoders.Sequence([  # as c4prep's: a sentinel after text follows a space, UNK is SentencePiece's
-        decoders.Replace(Regex("^<extra_id_"), "▁<extra_id_"), decoders.Replace(Regex(f"^{re.escape(unk)}$"), "▁⁇▁"),
+    tokenizer.decoder = decoders.Sequence([  # as c4prep's: a space before a sentinel after text, SentencePiece's UNK
+        decoders.Replace(Regex("^<extra_id_"), "▁<extra_id_"),
+        decoders.Replace(Regex(f"^{re.escape(unk)}$"), "▁⁇▁"),
         decoders.Metaspace(**{**metaspace, "prepend_scheme": "always" if family == "t5" else "never"})])
     tokenizer.add_special_tokens([scores[i][0] for i in (vocab.pad_id, vocab.eos_id, vocab.unk_id)] + sentinels)
     if family == "t5":
@@ -137,7 +138,9 @@ def word_tokenizer(vocab: WordVocabulary) -> Any:
         raise TokenizerExportError(f"the word vocabulary has words {clashes} that the tokenizer uses for PAD/BOS/EOS")
     ids = {token: i for i, token in enumerate([*specials, *vocab.words])}
     tokenizer = Tokenizer(WordLevel(ids, unk_token=UNK_WORD))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    # Python's str.split() (c4prep's words) also splits at the separators U+001C-U+001F, which Unicode's does not
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex("[\x1c-\x1f]"), behavior="removed"),
+                                                       pre_tokenizers.WhitespaceSplit()])
     tokenizer.decoder = decoders.Replace(Regex("^"), " ")
     tokenizer.add_special_tokens(specials)
     bos = WORD_SPECIALS["bos_token"]
