@@ -463,6 +463,9 @@ def test_checkpoints_that_contradict_the_runs_config_are_refused_but_dropout_may
     state, size = load_checkpoint(checkpoint), config.model.size
     OmegaConf.save(OmegaConf.merge(config, {"model": {"size": "t5_huge"}}), run / "config.yaml")
     assert f"holds a model with size={size!r}, the run's config.yaml gives 't5_huge'" in _refusal(str(run), str(out))
+    OmegaConf.save(OmegaConf.merge(config, {"model": {"d_ff": 128}}), run / "config.yaml")  # it said 'd_ff=None'
+    assert f"holds a model with d_ff=that of size={size!r}, the run's config.yaml gives 128" in _refusal(str(run),
+                                                                                                          str(out))
     OmegaConf.save(OmegaConf.merge(config, {"model": {"dropout_rate": 0.3}}), run / "config.yaml")
     assert export_run(run, tmp_path / "dropout")["step"] == 2
     other = "t5_v1_0_tiny" if size == "t5_tiny" else "t5_tiny"

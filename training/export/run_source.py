@@ -31,7 +31,7 @@ from ..data.kept_vocabulary import VocabularyMismatchError, check_kept_sha256
 from ..data.sentence_files import VOCABULARY_FILE, SentenceDataError, WordVocabulary
 from ..metrics_log import JSONL_NAME, read_metrics
 from ..stages.data_setup import CHAR_TEXT_KEYS, OWN_VOCABULARY_KINDS, T5_EXTRA_IDS, trained_on_shards
-from ..stages.model_setup import differing_fields
+from ..stages.model_setup import differing_fields, shown_setting
 
 
 class ExportError(ValueError):
@@ -88,9 +88,9 @@ def check_recorded_model(run: TrainedRun) -> None:
     differing = differing_fields(recorded, spec, ignored=REGULARISATION_FIELDS)
     if differing:
         key = differing[0]
-        raise ExportError(f"{run.checkpoint} holds a model with {key}={spec.get(key)!r}, the run's {RUN_CONFIG} "
-                          f"gives {recorded.get(key)!r}: export a checkpoint that this run wrote, with the "
-                          f"{RUN_CONFIG} it trained with")
+        raise ExportError(f"{run.checkpoint} holds a model with {key}={shown_setting(spec, key)}, the run's "
+                          f"{RUN_CONFIG} gives {shown_setting(recorded, key)}: export a checkpoint that this run "
+                          f"wrote, with the {RUN_CONFIG} it trained with")
 
 
 def run_vocabulary(run: TrainedRun, vocab: str | None = None) -> tuple[Any, dict[str, Any]]:

@@ -79,7 +79,7 @@ def check_model_settings(cfg: TrainConfig, checkpoint_spec: dict[str, Any]) -> N
     differing = differing_fields(settings, checkpoint_spec, ignored={*REGULARISATION_FIELDS, *CHECKPOINT_FIELDS})
     if differing:
         key = "size" if "size" in differing else differing[0]  # a preset's fields differ because it does
-        held, given = (_shown(spec, key) for spec in (checkpoint_spec, settings))
+        held, given = (shown_setting(spec, key) for spec in (checkpoint_spec, settings))
         if not recorded:
             raise TrainConfigError(f"init_from={cfg.init_from} holds a model with {key}={held}, the model settings "
                                    f"give {given}, and its run folder has no {RUN_CONFIG} to take the run's from: give "
@@ -102,7 +102,7 @@ def _is_the_record(settings: Mapping[str, Any], recorded_model: Any) -> bool:
     return not differing_fields(settings, recorded, ignored=REGULARISATION_FIELDS)
 
 
-def _shown(spec: Mapping[str, Any], key: str) -> str:
+def shown_setting(spec: Mapping[str, Any], key: str) -> str:
     """A spec's model setting as a message quotes it: where the spec leaves it unset, its size preset's (or the
     model's default)."""
     if spec.get(key) is not None:
