@@ -87,6 +87,20 @@ def test_lm_rows_longer_than_the_model_are_refused(sample_tokens, tmp_path, caps
     assert "exceed the model's 64" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("setting, message", [
+    ("+model.attention=synthesizer", "rows of 64 positions exceed the model's 63 (model.block_size - 1 with "
+                                     "synthesizer attention)"),
+    ("data.block_size=100", "rows of 100 positions exceed the model's 64 (model.block_size)"),
+])
+def test_character_rows_longer_than_the_model_are_refused(tmp_path, capsys, setting, message):
+    """Both were a traceback from the model's forward pass, after the run folder was made."""
+    assert main(["experiment=shakespeare_char", setting, "trainer.max_steps=1", f"output_dir={tmp_path / 'run'}",
+                 *QUIET]) == 2
+    assert capsys.readouterr().err.strip() == (f"train: error: {message}: give the data shorter rows "
+                                               "(data.block_size, data.max_words) or the model more positions")
+    assert not (tmp_path / "run").exists()
+
+
 def test_shakespeare_character_lm_trains_and_validates_on_the_held_out_tenth(tmp_path):
     assert main(["experiment=shakespeare_char", "model=gpt_tiny", "trainer.max_steps=3", "trainer.eval_every=0",
                  "trainer.eval_batches=3", "schedule.options.warmup_steps=1", f"output_dir={tmp_path}", *QUIET]) == 0

@@ -155,6 +155,16 @@ def _build(spec: dict[str, Any]) -> torch.nn.Module:
                                f"memory ({reason}): use a smaller model or vocabulary") from None
 
 
+def check_row_width_fits(model: torch.nn.Module, width: int) -> None:
+    """A GPT must have a position for every position of the rows it is given (``width``): one more was a traceback
+    from its forward pass."""
+    if isinstance(model, GPT) and width > model.max_length:
+        limit = ("model.block_size - 1 with synthesizer attention" if model.config.attention == "synthesizer"
+                 else "model.block_size")
+        raise TrainConfigError(f"rows of {width} positions exceed the model's {model.max_length} ({limit}): give the "
+                               "data shorter rows (data.block_size, data.max_words) or the model more positions")
+
+
 def check_rows_fit(model: torch.nn.Module, row_builder: RowBuilder) -> None:
     """A GPT must have positions for every decoder row position."""
     if isinstance(model, GPT) and isinstance(row_builder, DecoderRowBuilder) and row_builder.length > model.max_length:

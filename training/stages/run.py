@@ -41,7 +41,7 @@ from ..schedules import build_schedule
 from ..trainer import BatchLoss, Trainer
 from . import unread_settings
 from .data_setup import TrainingData
-from .model_setup import differing_fields, initial_model
+from .model_setup import check_row_width_fits, differing_fields, initial_model
 
 PACKED_ROW_MULTIPLE_FOR_GRAPHS = 8
 RUN_FILES = (CHAR_VOCABULARY_FILE, WORD_VOCABULARY_FILE, SHA256_FILE)  # what a run's ids mean (keep_run_files)
@@ -259,6 +259,9 @@ def row_set_trainer(cfg: TrainConfig, ctx: RunContext, train: RowSource, validat
     the run folder when resuming. ``pack_length`` re-packs padded rows into that many positions (``data.pack:
     true``: the same losses on fewer positions). Checkpoints record ``checkpoint_config`` and the stage."""
     settings = ctx.settings
+    first = train.row(0, 0) if train.size else {}
+    if "input_tokens" in first:  # a decoder's rows, all of one width
+        check_row_width_fits(model, pack_length or first["input_tokens"].shape[-1])
     plan = BatchPlan(train.size, settings.global_batch_size, ctx.env.world_size, settings.micro_batch_size,
                      seed=cfg.seed, drop_last=drop_last)
     # CUDA graphs are recorded once per batch shape: re-packed micro-batches then come in a few row counts
