@@ -109,3 +109,15 @@ def test_cuda_calls_the_compiled_kernel_with_smaller_blocks(monkeypatch):
     assert t5_flex.FlexScores(block_mask="mask").attend(heads, heads, heads) == "out"
     assert calls == [{"score_mod": None, "block_mask": "mask", "scale": 1.0,
                       "kernel_options": {"BLOCK_M": 64, "BLOCK_N": 64}}]
+
+
+def test_training_with_flex_on_the_cpu_is_one_line(sample_tokens, tmp_path, capsys):
+    """It was FlexAttention's traceback at the first backward pass ('does not support backward on CPU'), exit 1."""
+    from c4prep.training.cli import main
+
+    assert main(["model=t5_tiny", "+model.attention_impl=flex", f"data.tokens={sample_tokens}", "trainer.device=cpu",
+                 f"output_dir={tmp_path / 'run'}"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "train: error: model.attention_impl=flex trains on CUDA only (FlexAttention has no backward pass on the CPU): "
+        "give trainer.device=cuda, or leave attention_impl at dense (the same model)")
+    assert not (tmp_path / "run").exists()

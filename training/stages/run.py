@@ -44,6 +44,7 @@ from .data_setup import TrainingData
 from .model_setup import check_row_width_fits, differing_fields, initial_model
 
 PACKED_ROW_MULTIPLE_FOR_GRAPHS = 8
+TRAINING_STAGES = ("pretrain", "finetune")  # the stages that take backward passes
 RUN_FILES = (CHAR_VOCABULARY_FILE, WORD_VOCABULARY_FILE, SHA256_FILE)  # what a run's ids mean (keep_run_files)
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,9 @@ def start_run(cfg: TrainConfig) -> RunContext:
     """Pick the device, join the ranks, create the run folder and record the resolved config in it."""
     settings = cfg.trainer
     device = run_device(settings)
+    if cfg.stage in TRAINING_STAGES and device.type != "cuda" and getattr(cfg.model, "attention_impl", None) == "flex":
+        raise TrainConfigError("model.attention_impl=flex trains on CUDA only (FlexAttention has no backward pass on "
+                               "the CPU): give trainer.device=cuda, or leave attention_impl at dense (the same model)")
     run_dir = check_run_folder(cfg.output_dir, cfg.stage)  # on every rank before they join: none has written yet
     env = init_distributed(device)
     torch.manual_seed(cfg.seed)  # dropout draws from it: a run from init_from's weights was seeded by nothing
