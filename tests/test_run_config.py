@@ -8,6 +8,8 @@ import c4prep.configs
 from c4prep.training.checkpoint import save_checkpoint
 from c4prep.training.cli import main
 from c4prep.training.config import load_config, settings_values, to_yaml
+from c4prep.training.config_errors import TrainConfigError
+from c4prep.training.stages.model_setup import check_model_settings
 
 RUN_SETTINGS = ["model=gpt_tiny", "objective=lm", "objective.targets_length=33", "data.tokens=/data/tokens",
                 "data.validation_split=train", "z_loss=1e-4", "seed=7", "trainer.micro_batch_size=2"]
@@ -98,6 +100,18 @@ def test_a_checkpoint_copied_out_of_its_run_brings_the_settings_it_records(tmp_p
     assert evaluate.output_dir == str(loose.parent / "evaluate")
     finetune = load_config(["stage=finetune", f"init_from={loose}"])
     assert (finetune.model.name, finetune.model.size) == ("gpt", "gpt_tiny")
+
+
+def test_a_checkpoint_recording_no_settings_alone_names_what_is_missing(tmp_path):
+    """A checkpoint written before checkpoints recorded their settings, without its run's config.yaml: the default
+    model settings are not blamed for differing from it."""
+    spec = {"name": "t5", "size": "t5_tiny"}
+    save_checkpoint(tmp_path, 3, {"step": 3, "model": {}, "model_spec": spec}, keep=1)
+    cfg = load_config(["stage=evaluate", f"init_from={tmp_path}"])
+    (tmp_path / "config.yaml").unlink(missing_ok=True)
+    with pytest.raises(TrainConfigError, match="and its run folder has no config.yaml to take the run's from: give "
+                                               "the model= it trained with"):
+        check_model_settings(cfg, spec)
 
 
 def test_a_missing_run_is_one_line(tmp_path, capsys):
