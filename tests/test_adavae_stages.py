@@ -93,3 +93,19 @@ def test_an_adavae_setting_the_model_refuses_is_one_line(ptb_gpt_run, ptb_small,
                  f"output_dir={tmp_path}", *TRAIN_QUIET]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith(message) and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("world_size, setting, message", [
+    ("2", "data.pack=false", "AdaVAE trains in one process (its decoder side joins mid-run, which data-parallel "
+                             "training does not follow): run `train` without torchrun"),  # DDP stopped at step 2
+    ("1", "data.pack=true", "data.pack=true puts several sentences in a row, where AdaVAE encodes one sentence a "
+                            "row: leave data.pack=false (experiment=adavae_ptb's)"),  # KeyError: 'n_words'
+])
+def test_an_adavae_run_it_cannot_train_is_one_line(ptb_gpt_run, ptb_small, tmp_path, capsys, monkeypatch, world_size,
+                                                   setting, message):
+    """Both were tracebacks (exit 1) that left a run folder behind."""
+    monkeypatch.setenv("WORLD_SIZE", world_size)  # as torchrun sets it
+    assert main(["experiment=adavae_ptb", f"init_from={ptb_gpt_run}", "trainer.max_steps=1", setting, *ptb_small,
+                 f"output_dir={tmp_path / 'run'}", *TRAIN_QUIET]) == 2
+    assert capsys.readouterr().err.strip() == f"train: error: {message}"
+    assert not (tmp_path / "run").exists()

@@ -33,9 +33,14 @@ def launched_rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
+def launched_world_size() -> int:
+    """The number of ranks ``torchrun`` launched (1 without it), known before the process group exists."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def init_distributed(device: torch.device) -> DistEnv:
     """Join the process group that ``torchrun`` describes in the environment (or return a world of one)."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    world_size = launched_world_size()
     if world_size == 1:
         return DistEnv()
     env = DistEnv(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", "0")))

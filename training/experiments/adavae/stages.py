@@ -24,6 +24,7 @@ import torch
 
 from ...checkpoint import CheckpointError, load_checkpoint
 from ...config_errors import TrainConfigError
+from ...distributed import launched_world_size
 from ...config_data import SentencesData
 from ...config_groups import TrainConfig, model_settings
 from ...data.row_batches import row_set_eval_batches, row_set_length_batches
@@ -106,6 +107,12 @@ def _keep_tokenizer(ctx: RunContext, vocab: SentenceVocabulary) -> None:
 
 def run_adavae_train(cfg: TrainConfig) -> dict[str, Any]:
     objective, data = cfg.objective, cfg.data
+    if launched_world_size() > 1:  # DDP takes the parameters that train at the start, and its decoder side joins later
+        raise TrainConfigError("AdaVAE trains in one process (its decoder side joins mid-run, which data-parallel "
+                               "training does not follow): run `train` without torchrun")
+    if data.pack:  # a packed row holds several sentences: vae_loss reads one sentence (and its words) a row
+        raise TrainConfigError("data.pack=true puts several sentences in a row, where AdaVAE encodes one sentence a "
+                               "row: leave data.pack=false (experiment=adavae_ptb's)")
     settings, config = _settings(cfg)
     ctx = start_run(cfg)
     backbone, vocab = _backbone(cfg)
@@ -123,8 +130,7 @@ def run_adavae_train(cfg: TrainConfig) -> dict[str, Any]:
     if isinstance(vocab, WordVocabulary):
         keep_run_files(ctx, {VOCABULARY_FILE: vocab.to_json() + "\n"})
     # the optimizer holds every phase's parameters; validation batches sentences of similar length
-    trainer = row_set_trainer(cfg, ctx, train, validation, vae_loss, model, spec, validation_length=sentence_length,
-                              pack_length=data.pack_length if data.pack else None)
+    trainer = row_set_trainer(cfg, ctx, train, validation, vae_loss, model, spec, validation_length=sentence_length)
     _keep_tokenizer(ctx, vocab)
     total = ctx.settings.max_steps
     trainer.step_hook = VAESchedule(vae_loss, model, total, int(total * objective.phase_two_fraction),
