@@ -185,6 +185,15 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
+def _recorded_before_hashes(output: Path, field: str, **variant: str) -> None:
+    """Make ``output``'s manifest as a run made before it recorded ``field`` (a list's hash) wrote it, the variant's
+    paths as given (``variant``)."""
+    manifest = json.loads((output / "manifest.json").read_text())
+    del manifest["config"][field]
+    manifest["config"]["variant"].update(variant)
+    (output / "manifest.json").write_text(json.dumps(manifest))
+
+
 def test_an_edited_url_list_is_another_setting_and_the_same_list_named_otherwise_is_not(webdata, tmp_path,
                                                                                         monkeypatch):
     """--webtext-urls was compared by the paths given: an edited list at the same path replaced the corpus, and the
@@ -202,9 +211,7 @@ def test_an_edited_url_list_is_another_setting_and_the_same_list_named_otherwise
     edited = f"--webtext-urls urls.txt (SHA-256 {_sha256(urls)})"
     assert _one_line_error(_invoke(*run, "urls.txt")) == _refusal(output, made, edited)
     assert _snapshot(output) == before
-    manifest = json.loads((output / "manifest.json").read_text())
-    del manifest["config"]["webtext_urls_sha256"]
-    (output / "manifest.json").write_text(json.dumps(manifest))
+    _recorded_before_hashes(output, "webtext_urls_sha256")
     assert _one_line_error(_invoke(*run, "urls.txt")) == _refusal(output, f"--webtext-urls {urls}", edited)
     result = _invoke(*run, str(urls))
     assert result.exit_code == 0, result.output
@@ -230,10 +237,7 @@ def test_an_edited_realnews_domain_map_is_another_setting_and_the_same_map_moved
     edited = f"the variant's realnews_domains {domains} (SHA-256 {_sha256(domains)})"
     assert _one_line_error(_invoke(*run, "news.yaml")) == _refusal(output, made, edited)
     assert _snapshot(output) == before
-    manifest = json.loads((output / "manifest.json").read_text())
-    del manifest["config"]["realnews_domains_sha256"]
-    manifest["config"]["variant"]["realnews_domains"] = "domains.json"
-    (output / "manifest.json").write_text(json.dumps(manifest))
+    _recorded_before_hashes(output, "realnews_domains_sha256", realnews_domains="domains.json")
     moved = tmp_path / "maps" / "domains.json"
     moved.parent.mkdir()
     shutil.copy(domains, moved)
