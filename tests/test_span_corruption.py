@@ -279,6 +279,18 @@ def test_segment_length_checks_targets_and_sentinels():
     assert all(objective.output_lengths(n) <= (512, 114) for n in range(1, 569))
 
 
+@pytest.mark.parametrize("density, mean, short", [(0.5, 1.0, 3), (0.75, 2.0, 4)])
+def test_settings_that_cannot_mask_a_short_segment_are_refused_by_the_plan(ids, density, mean, short):
+    """They passed the plan and stopped the data loader at the first short last segment of a document (row 115 of
+    the sample's token shards), with a traceback, mid-run."""
+    objective = make_objective("span_corruption", vocab_size=VOCAB, noise_density=density,
+                               mean_noise_span_length=mean)
+    with pytest.raises(ValueError, match=f"a {short}-token segment needs .* cannot mask it; lower noise_density"):
+        objective.segment_length(32, 256)
+    with pytest.raises(ValueError, match="needs .* non-noise spans but has only"):
+        objective(ids[:short], example_rng(0))  # what the loader met
+
+
 def test_more_spans_than_sentinels_raise(ids):
     with pytest.raises(ValueError, match="101 noise spans"):
         make_objective("span_corruption", vocab_size=VOCAB)(ids[:2010], example_rng(0))

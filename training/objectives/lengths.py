@@ -83,11 +83,17 @@ class RandomSpansLengths:
         if spans > objective.max_sentinels:
             raise TooFewSentinelsError(f"{tokens_length}-token segments need {spans} noise spans but there are only "
                              f"{objective.max_sentinels} sentinels: lower inputs_length or raise max_sentinels")
-        for n in range(1, tokens_length + 1):
+        for n in range(1, tokens_length + 1):  # every length, as the last segment of a document may have any
             lengths = self.output_lengths(objective, n)
             if lengths[0] > inputs_length or lengths[1] > targets_length:
                 raise ValueError(f"a {n}-token segment gives (inputs, targets) = {lengths}, over the row lengths "
                                  f"({inputs_length}, {targets_length})")
+            noise, spans = noise_counts(n, objective.noise_density, objective.mean_noise_span_length)
+            if spans > min(noise, max(n, 2) - noise):  # random_spans_noise_mask could not draw its mask
+                raise ValueError(f"a {n}-token segment needs {spans} noise spans and as many others, but has {noise} "
+                                 f"noise and {max(n, 2) - noise} other tokens: noise_density {objective.noise_density} "
+                                 f"with mean_noise_span_length {objective.mean_noise_span_length} cannot mask it; "
+                                 "lower noise_density or raise mean_noise_span_length")
         return tokens_length
 
     def output_lengths(self, objective: Denoise, raw_length: int) -> tuple[int, int]:
