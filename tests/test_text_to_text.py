@@ -80,6 +80,22 @@ def test_tsv_header_and_windows_line_ends(birth_rows, tmp_path):
     assert read.malformed == 0
 
 
+@pytest.mark.parametrize("start", [b"\xef\xbb\xbf", b"\n \n"])
+def test_a_header_after_a_byte_order_mark_or_blank_lines_is_a_header(birth_rows, tmp_path, start):
+    """Both headers were trained and scored as the example 'input' -> 'target'."""
+    path = tmp_path / "with_header.tsv"
+    path.write_bytes(start + ("input\ttarget\n" + "".join(f"{q}\t{a}\n" for q, a in birth_rows[:3])).encode())
+    read = load_text_pairs(str(path))
+    assert [(pair.input, pair.target) for pair in read.pairs] == birth_rows[:3] and read.malformed == 0
+
+
+def test_a_jsonl_file_with_a_byte_order_mark_keeps_its_first_row(birth_rows, tmp_path):
+    """Its first row was lost as 'invalid JSON (Unexpected UTF-8 BOM)'."""
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + write_jsonl(tmp_path / "plain.jsonl", birth_rows[:2]).read_bytes())
+    assert [(pair.input, pair.target) for pair in load_text_pairs(str(path)).pairs] == birth_rows[:2]
+
+
 def test_malformed_tsv_rows_are_counted_logged_and_skipped(birth_rows, tmp_path, caplog):
     good = [f"{q}\t{a}\n".encode() for q, a in birth_rows[:4]]
     lines = [good[0], b"no tab here\n", good[1], b"\n", b"a\tb\tc\n", good[2], b"bad utf-8 \xff\tx\n", good[3]]
@@ -116,12 +132,13 @@ def test_rows_with_an_empty_side_are_malformed(birth_rows, tmp_path, caplog):
     """An empty target trained the model to answer EOS, without a word."""
     q, a = birth_rows[0]
     path = tmp_path / "blanks.tsv"
-    path.write_text(f"{q}\t{a}\n{q}\t\n\t{a}\n \t x\n")
+    path.write_text(f"{q}\t{a}\n{q}\t\n\t{a}\n \t x\n\t\n")  # the last, two empty fields, went unseen
     with caplog.at_level(logging.WARNING, logger=LOGGER_NAME):
         read = load_text_pairs(str(path))
-    assert read.pairs == (TextPair(q, a),) and read.malformed_lines == (2, 3, 4)
+    assert read.pairs == (TextPair(q, a),) and read.malformed_lines == (2, 3, 4, 5)
     messages = [record.getMessage() for record in caplog.records]
-    assert [m.rsplit(": ", 1)[1] for m in messages] == ["empty target", "empty input", "empty input"]
+    assert [m.rsplit(": ", 1)[1] for m in messages] == ["empty target", "empty input", "empty input",
+                                                        "empty input and target"]
     jsonl = tmp_path / "blanks.jsonl"
     jsonl.write_text(json.dumps({"input": q, "target": a}) + "\n" + json.dumps({"input": q, "target": " "}) + "\n")
     assert load_text_pairs(str(jsonl)).malformed_lines == (2,)

@@ -5,6 +5,7 @@ format detection, the numbered line stream and the JSON-object check; each decid
 """
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
@@ -37,7 +38,8 @@ def file_format(path: str) -> tuple[str, bool]:
 
 
 def numbered_lines(path: str) -> Iterator[tuple[int, str | bytes]]:
-    """(1-based number, line without its newline) of each line; undecodable lines are passed on as bytes."""
+    """(1-based number, line without its newline) of each line, the first without a UTF-8 byte-order mark;
+    undecodable lines are passed on as bytes."""
     _, compressed = file_format(path)
     fs, resolved = resolve_uri(path)
     if fs.get_file_info(resolved).type != pafs.FileType.File:
@@ -47,6 +49,8 @@ def numbered_lines(path: str) -> Iterator[tuple[int, str | bytes]]:
         try:
             for number, line in enumerate(stream, start=1):
                 line = line.rstrip(b"\r\n")
+                if number == 1:
+                    line = line.removeprefix(codecs.BOM_UTF8)
                 try:
                     yield number, line.decode("utf-8")
                 except UnicodeDecodeError:

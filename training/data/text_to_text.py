@@ -66,9 +66,11 @@ def load_text_pairs(path: str, task_prefix: str = "") -> TextPairsRead:
     kind, _ = file_format(path)
     pairs: list[TextPair] = []
     malformed: list[int] = []
+    started = False  # a TSV header is the first line that is not blank
     for number, line in numbered_lines(path):
+        first, started = not started, started or bool(line.strip())
         try:
-            parsed = _parse_line(line, kind, first=number == 1)
+            parsed = _parse_line(line, kind, first=first)
         except MalformedLine as error:
             malformed.append(number)
             if len(malformed) <= MAX_LOGGED_ROWS:
@@ -119,7 +121,7 @@ def _parse_line(line: str | bytes, kind: str, first: bool) -> tuple[str, str] | 
     """(input, target) of a line, ``None`` for a blank line or the TSV header; :class:`MalformedLine` if bad."""
     if isinstance(line, bytes):
         raise MalformedLine("invalid UTF-8")
-    if not line.strip():
+    if not line.strip() and not (kind == "tsv" and "\t" in line):  # a TSV row of two empty fields is malformed
         return None
     if kind == "tsv":
         fields = line.split("\t")
