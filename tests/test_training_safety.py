@@ -518,15 +518,28 @@ def test_token_shards_without_sentinels_and_a_model_too_big_for_memory_are_one_l
     assert result.exit_code == 0, result.output
     assert train(tokens, tmp_path) == 2
     assert one_line_error(capsys) == (
-        f"train: error: objective=span_corruption needs sentinel ids, but {tokens} was tokenized with --extra-ids 0: "
-        "re-tokenize with --extra-ids 100 (T5's), or choose an objective without them (prefix_lm, iid_drop_tokens, "
-        "deshuffling)")  # not lm, which gives a T5 no inputs
+        f"train: error: objective=span_corruption needs sentinel ids (at least 1), but {tokens} was tokenized with "
+        "--extra-ids 0: re-tokenize with --extra-ids 100 (T5's), or choose an objective without them (prefix_lm, "
+        "iid_drop_tokens, deshuffling)")  # not lm, which gives a T5 no inputs
     assert train(tokens, tmp_path, "model=gpt_tiny") == 2
     assert one_line_error(capsys).endswith("(prefix_lm, iid_drop_tokens, deshuffling, lm)")
     assert train(tokens, tmp_path, "objective=iid_drop_tokens", "objective.targets_length=128",
                  "+model.d_ff=100000000000") == 2
     assert one_line_error(capsys).startswith("train: error: the t5 model of 1,000 ids does not fit in memory (")
     assert not (tmp_path / "run").exists()
+
+
+def test_iid_replace_spans_on_one_sentinel_is_refused(sample_documents, sample_vocab, tmp_path, capsys):
+    """With one sentinel it kept no noise run (noise density 0.0): every example was its whole segment in, and
+    <extra_id_0> and EOS out."""
+    tokens = tmp_path / "tokens"
+    result = CliRunner().invoke(c4prep_main, ["tokenize", "--input", str(sample_documents), "--vocab",
+                                              str(sample_vocab), "--output", str(tokens), "--extra-ids", "1"])
+    assert result.exit_code == 0, result.output
+    assert train(tokens, tmp_path, "objective=iid_replace_spans") == 2
+    assert one_line_error(capsys).startswith(
+        f"train: error: objective=iid_replace_spans needs sentinel ids (at least 2), but {tokens} was tokenized with "
+        "--extra-ids 1")
 
 
 @pytest.mark.parametrize("setting, message", [

@@ -134,7 +134,7 @@ OBJECTIVES: dict[str, Composition] = {composition.name: composition for composit
     Composition("mass_style", iid, mask_id_per_noise_token, all_tokens, WholeSegmentLengths(), _IID_PARAMETERS,
                 min_sentinels=1),
     Composition("iid_replace_spans", iid_within_sentinels, sentinel_per_noise_span, noise_spans_after_sentinels,
-                WholeSegmentLengths(targets_extra=2), _IID_PARAMETERS, min_sentinels=1),
+                WholeSegmentLengths(targets_extra=2), _IID_PARAMETERS, min_sentinels=2),  # 1: no noise run left
     Composition("iid_drop_tokens", iid, nonnoise_tokens, noise_tokens, WholeSegmentLengths(), _IID_PARAMETERS),
     Composition("deshuffling", all_noise, noise_permuted, all_tokens, WholeSegmentLengths(),
                 (*_VOCABULARY, "max_sentinels")),

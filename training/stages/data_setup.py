@@ -243,8 +243,9 @@ def _with_sentinels(objective_cfg: TokenObjectiveConfig, manifest: Manifest, tok
     if extra_ids < composition.min_sentinels:
         without = ", ".join(name for name, other in OBJECTIVES.items()
                             if not other.min_sentinels and (decoder_only or name != "lm"))
-        raise TrainConfigError(f"objective={objective_cfg.name} needs sentinel ids, but {tokens_dir} was tokenized "
-                               f"with --extra-ids {extra_ids}: re-tokenize with --extra-ids 100 (T5's), or choose an "
+        raise TrainConfigError(f"objective={objective_cfg.name} needs sentinel ids (at least "
+                               f"{composition.min_sentinels}), but {tokens_dir} was tokenized with --extra-ids "
+                               f"{extra_ids}: re-tokenize with --extra-ids 100 (T5's), or choose an "
                                f"objective without them ({without})")
     return params
 
