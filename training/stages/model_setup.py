@@ -169,5 +169,5 @@ def check_rows_fit(model: torch.nn.Module, row_builder: RowBuilder) -> None:
     """A GPT must have positions for every decoder row position."""
     if isinstance(model, GPT) and isinstance(row_builder, DecoderRowBuilder) and row_builder.length > model.max_length:
         raise TrainConfigError(f"decoder rows of {row_builder.length} positions exceed the model's {model.max_length}:"
-                               f" set objective.targets_length={model.max_length + 1} (objective=lm) or raise "
-                               "model.block_size")
+                               " shorten the objective's rows (objective.inputs_length and targets_length; for "
+                               f"objective=lm targets_length={model.max_length + 1}) or raise model.block_size")
