@@ -3,8 +3,9 @@
 Such a stage scores or samples ``init_from``'s model on the data and objective it was trained with: ``model``,
 ``objective``, ``data`` and ``z_loss`` come from the run folder's ``config.yaml`` (written when it trained; for a
 checkpoint file copied out of its run, from the settings the checkpoint records), and what the command line sets
-wins: ``data=<option>`` replaces the whole section, ``objective.inputs_length=64`` that one key. A preset (``experiment=``) does not override them: it describes how a run trains. The stage
-writes into ``<run folder>/<stage>`` unless the command line gives ``output_dir``.
+wins: ``data=<option>`` replaces the whole section, ``objective.inputs_length=64`` that one key. A preset
+(``experiment=``) does not override them: it describes how a run trains. The stage writes into
+``<run folder>/<stage>`` unless the command line gives ``output_dir``.
 
 A stage that trains from ``init_from`` takes only the run's ``model`` section (:func:`with_run_model`): the
 checkpoint fixes the architecture, and the model settings that contradict it are refused (``model_setup``).
