@@ -155,19 +155,19 @@ def _build(spec: dict[str, Any]) -> torch.nn.Module:
                                f"memory ({reason}): use a smaller model or vocabulary") from None
 
 
-def check_row_width_fits(model: torch.nn.Module, width: int) -> None:
+def check_row_width_fits(model: torch.nn.Module, width: int,
+                         shorter: str = "give the data shorter rows (data.block_size, data.max_words)") -> None:
     """A GPT must have a position for every position of the rows it is given (``width``): one more was a traceback
-    from its forward pass."""
+    from its forward pass. ``shorter``: how the rows get shorter."""
     if isinstance(model, GPT) and width > model.max_length:
         limit = ("model.block_size - 1 with synthesizer attention" if model.config.attention == "synthesizer"
                  else "model.block_size")
-        raise TrainConfigError(f"rows of {width} positions exceed the model's {model.max_length} ({limit}): give the "
-                               "data shorter rows (data.block_size, data.max_words) or the model more positions")
+        raise TrainConfigError(f"rows of {width} positions exceed the model's {model.max_length} ({limit}): "
+                               f"{shorter} or the model more positions")
 
 
 def check_rows_fit(model: torch.nn.Module, row_builder: RowBuilder) -> None:
-    """A GPT must have positions for every decoder row position."""
-    if isinstance(model, GPT) and isinstance(row_builder, DecoderRowBuilder) and row_builder.length > model.max_length:
-        raise TrainConfigError(f"decoder rows of {row_builder.length} positions exceed the model's {model.max_length}:"
-                               " shorten the objective's rows (objective.inputs_length and targets_length; for "
-                               f"objective=lm targets_length={model.max_length + 1}) or raise model.block_size")
+    """A GPT must have positions for every decoder row position (:func:`check_row_width_fits`)."""
+    if isinstance(model, GPT) and isinstance(row_builder, DecoderRowBuilder):
+        check_row_width_fits(model, row_builder.length, "give the objective shorter rows (objective.inputs_length and "
+                             f"targets_length; for objective=lm targets_length={model.max_length + 1})")
